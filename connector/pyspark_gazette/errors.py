@@ -1,0 +1,335 @@
+"""Errors raised by pyspark-gazette.
+
+Everything we raise derives from :class:`GazetteError`. Broker statuses map one to one onto
+subclasses of :class:`StatusError` (look them up with :func:`error_for_status`); transport
+failures of gRPC are translated into :class:`TransportError` at the client boundary, and
+storage failures into :class:`FragmentError` subclasses, always ``raise ... from`` the cause.
+
+``retriable`` says whether the condition is expected to pass by itself (routing churn, a
+broker restarting, content not yet written). Each retrying component documents which errors it
+actually retries; ``retriable`` is the default they start from.
+
+Messages never include secrets: tokens, keys and URL signatures are redacted before they get
+here (see :func:`redact_url`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+
+class GazetteError(Exception):
+    """Base class of every error pyspark-gazette raises."""
+
+    retriable: ClassVar[bool] = False
+
+
+# --------------------------------------------------------------------------------------------
+# Broker statuses (protocol.Status).
+
+
+class StatusError(GazetteError):
+    """A broker answered with a non-OK ``protocol.Status``."""
+
+    status: ClassVar[int] = -1
+    status_name: ClassVar[str] = "UNKNOWN"
+
+    def __init__(self, message: str = "", *, journal: str | None = None, response: Any = None):
+        self.journal = journal
+        self.response = response
+        text = self.status_name
+        if journal:
+            text += f" (journal {journal!r})"
+        if message:
+            text += f": {message}"
+        super().__init__(text)
+
+
+class JournalNotFoundError(StatusError):
+    status, status_name = 1, "JOURNAL_NOT_FOUND"
+
+
+class NoJournalPrimaryBrokerError(StatusError):
+    status, status_name, retriable = 2, "NO_JOURNAL_PRIMARY_BROKER", True
+
+
+class NotJournalPrimaryBrokerError(StatusError):
+    status, status_name, retriable = 3, "NOT_JOURNAL_PRIMARY_BROKER", True
+
+
+class InsufficientJournalBrokersError(StatusError):
+    status, status_name, retriable = 4, "INSUFFICIENT_JOURNAL_BROKERS", True
+
+
+class NotJournalBrokerError(StatusError):
+    status, status_name, retriable = 5, "NOT_JOURNAL_BROKER", True
+
+
+class OffsetNotYetAvailableError(StatusError):
+    status, status_name, retriable = 6, "OFFSET_NOT_YET_AVAILABLE", True
+
+
+class WrongRouteError(StatusError):
+    status, status_name, retriable = 7, "WRONG_ROUTE", True
+
+
+class ProposalMismatchError(StatusError):
+    status, status_name = 8, "PROPOSAL_MISMATCH"
+
+
+class EtcdTransactionFailedError(StatusError):
+    status, status_name = 9, "ETCD_TRANSACTION_FAILED"
+
+
+class NotAllowedError(StatusError):
+    status, status_name = 10, "NOT_ALLOWED"
+
+
+class WrongAppendOffsetError(StatusError):
+    status, status_name = 11, "WRONG_APPEND_OFFSET"
+
+
+class IndexHasGreaterOffsetError(StatusError):
+    status, status_name = 12, "INDEX_HAS_GREATER_OFFSET"
+
+
+class RegisterMismatchError(StatusError):
+    """``check_registers`` did not match; ``registers`` holds the journal's current registers."""
+
+    status, status_name = 13, "REGISTER_MISMATCH"
+
+    def __init__(self, message: str = "", *, journal: str | None = None, response: Any = None, registers: Any = None):
+        super().__init__(message, journal=journal, response=response)
+        self.registers = registers
+
+
+class SuspendedError(StatusError):
+    status, status_name = 14, "SUSPENDED"
+
+
+class FragmentStoreUnhealthyError(StatusError):
+    """The journal's primary fragment store is unhealthy; ``store_health_error`` has the text."""
+
+    status, status_name, retriable = 15, "FRAGMENT_STORE_UNHEALTHY", True
+
+    def __init__(
+        self, message: str = "", *, journal: str | None = None, response: Any = None, store_health_error: str = ""
+    ):
+        super().__init__(message or store_health_error, journal=journal, response=response)
+        self.store_health_error = store_health_error
+
+
+STATUS_ERRORS: dict[int, type[StatusError]] = {
+    cls.status: cls
+    for cls in (
+        JournalNotFoundError,
+        NoJournalPrimaryBrokerError,
+        NotJournalPrimaryBrokerError,
+        InsufficientJournalBrokersError,
+        NotJournalBrokerError,
+        OffsetNotYetAvailableError,
+        WrongRouteError,
+        ProposalMismatchError,
+        EtcdTransactionFailedError,
+        NotAllowedError,
+        WrongAppendOffsetError,
+        IndexHasGreaterOffsetError,
+        RegisterMismatchError,
+        SuspendedError,
+        FragmentStoreUnhealthyError,
+    )
+}
+
+
+class UnknownStatusError(StatusError):
+    """A status value this client does not know (a newer broker)."""
+
+    def __init__(self, status: int, message: str = "", *, journal: str | None = None, response: Any = None):
+        self.status_name = f"STATUS_{status}"  # type: ignore[misc]
+        super().__init__(message, journal=journal, response=response)
+        self.unknown_status = status
+
+
+def error_for_status(status: int, message: str = "", *, journal: str | None = None, response: Any = None) -> StatusError:
+    """Build the :class:`StatusError` subclass for a non-OK ``status``."""
+    cls = STATUS_ERRORS.get(status)
+    if cls is None:
+        return UnknownStatusError(status, message, journal=journal, response=response)
+    if cls is RegisterMismatchError:
+        registers = getattr(response, "registers", None) if response is not None else None
+        return RegisterMismatchError(message, journal=journal, response=response, registers=registers)
+    if cls is FragmentStoreUnhealthyError:
+        text = getattr(response, "store_health_error", "") if response is not None else ""
+        return FragmentStoreUnhealthyError(message, journal=journal, response=response, store_health_error=text)
+    return cls(message, journal=journal, response=response)
+
+
+# --------------------------------------------------------------------------------------------
+# Transport and protocol conformance.
+
+
+class TransportError(GazetteError):
+    """A gRPC call failed below the Gazette protocol (connection, deadline, server error).
+
+    ``code`` is the ``grpc.StatusCode`` name (e.g. ``"UNAVAILABLE"``) and ``details`` the
+    server's text, which for Apply carries spec validation errors.
+    """
+
+    RETRIABLE_CODES: ClassVar[frozenset[str]] = frozenset({"UNAVAILABLE", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNKNOWN"})
+
+    def __init__(self, what: str, code: str, details: str = ""):
+        self.what = what
+        self.code = code
+        self.details = details
+        super().__init__(f"{what}: gRPC {code}" + (f": {details}" if details else ""))
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return self.code in self.RETRIABLE_CODES
+
+
+class CancelledError(TransportError):
+    """The call was cancelled or ran past its deadline (never retried)."""
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return False
+
+
+class ProtocolError(GazetteError):
+    """A broker sent a response that breaks the protocol's rules."""
+
+
+class AuthError(GazetteError):
+    """A token is missing, malformed, expired or does not grant the capability."""
+
+
+# --------------------------------------------------------------------------------------------
+# Input validation.
+
+
+class InvalidInputError(GazetteError, ValueError):
+    """Base class of validation errors on user input."""
+
+
+class SelectorError(InvalidInputError):
+    """A label selector string does not parse."""
+
+
+class LabelError(InvalidInputError):
+    """A label or label set breaks Gazette's label rules."""
+
+
+class SpecError(InvalidInputError):
+    """A journal spec is invalid."""
+
+
+class StoreURLError(InvalidInputError):
+    """A fragment store URL is invalid (scheme, path or query arguments)."""
+
+
+class OptionError(InvalidInputError):
+    """A data source option has an invalid value; ``option`` names it."""
+
+    def __init__(self, option: str, message: str):
+        self.option = option
+        super().__init__(f"option {option!r}: {message}")
+
+
+# --------------------------------------------------------------------------------------------
+# Fragments.
+
+
+class FragmentError(GazetteError):
+    """A fragment file could not be named, opened, decoded or verified.
+
+    The message names the journal, the offset range and the fragment (content path) so an
+    operator can find the file.
+    """
+
+    def __init__(self, message: str, *, journal: str = "", begin: int = -1, end: int = -1, fragment: str = ""):
+        self.journal, self.begin, self.end, self.fragment = journal, begin, end, fragment
+        where = []
+        if journal:
+            where.append(f"journal {journal!r}")
+        if begin >= 0 and end >= 0:
+            where.append(f"offsets [{begin}, {end})")
+        if fragment:
+            where.append(f"fragment {redact_url(fragment)!r}")
+        super().__init__(message + (f" ({', '.join(where)})" if where else ""))
+
+
+class FragmentNameError(FragmentError, InvalidInputError):
+    """A content name does not parse as ``<begin>-<end>-<sha1><ext>``."""
+
+
+class FragmentNotFoundError(FragmentError):
+    """The fragment file is missing from its store (deleted, pruned, or wrong credentials)."""
+
+
+class FragmentDecodeError(FragmentError):
+    """The fragment's bytes do not decode with its codec (corrupt file)."""
+
+
+class FragmentTooShortError(FragmentError):
+    """The decompressed fragment ended before ``Fragment.end``."""
+
+
+class FragmentTooLongError(FragmentError):
+    """The decompressed fragment continued past ``Fragment.end``."""
+
+
+class FragmentChecksumError(FragmentError):
+    """The SHA1 of the decompressed content does not match the fragment's sum."""
+
+
+class StoreError(GazetteError):
+    """A fragment store operation failed (listing, upload, signing)."""
+
+    retriable = True
+
+
+# --------------------------------------------------------------------------------------------
+# Messages.
+
+
+class FramingError(GazetteError):
+    """Base class of message framing errors."""
+
+
+class UnexpectedEOFError(FramingError):
+    """Content ended inside a message."""
+
+
+class DesyncError(FramingError):
+    """Fixed framing lost sync: ``skipped`` holds the discarded bytes."""
+
+    def __init__(self, message: str, skipped: bytes = b""):
+        super().__init__(message)
+        self.skipped = skipped
+
+
+class MessageDecodeError(FramingError):
+    """A framed message does not decode (bad JSON, bad CSV row)."""
+
+
+class UUIDError(InvalidInputError):
+    """A message UUID is malformed or not a version-1 RFC 4122 UUID."""
+
+
+class SequencerError(GazetteError):
+    """The read-committed sequencer was driven incorrectly."""
+
+
+# --------------------------------------------------------------------------------------------
+
+_SIGNATURE_PARAMS = re.compile(
+    r"(?i)((?:X-Amz-(?:Signature|Credential|Security-Token))|Signature|sig|se|sp|sv|sr|skoid|sktid|skt|ske|sks|skv|GoogleAccessId|Expires|token|access_token|key)=([^&#\s]*)"
+)
+
+
+def redact_url(text: str) -> str:
+    """Replace signature-bearing query values (S3, GCS, Azure SAS) and userinfo with ``REDACTED``."""
+    text = re.sub(r"(?<=://)[^/@\s]+:[^/@\s]*@", "REDACTED@", text)
+    return _SIGNATURE_PARAMS.sub(lambda m: f"{m.group(1)}=REDACTED", text)

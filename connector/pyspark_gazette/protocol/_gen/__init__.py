@@ -1,0 +1,1 @@
+"""Generated protocol stubs (tools/gen_protocol.py). Do not edit."""
