@@ -151,7 +151,9 @@ class UnknownStatusError(StatusError):
         self.unknown_status = status
 
 
-def error_for_status(status: int, message: str = "", *, journal: str | None = None, response: Any = None) -> StatusError:
+def error_for_status(
+    status: int, message: str = "", *, journal: str | None = None, response: Any = None
+) -> StatusError:
     """Build the :class:`StatusError` subclass for a non-OK ``status``."""
     cls = STATUS_ERRORS.get(status)
     if cls is None:
@@ -176,7 +178,9 @@ class TransportError(GazetteError):
     server's text, which for Apply carries spec validation errors.
     """
 
-    RETRIABLE_CODES: ClassVar[frozenset[str]] = frozenset({"UNAVAILABLE", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNKNOWN"})
+    RETRIABLE_CODES: ClassVar[frozenset[str]] = frozenset(
+        {"UNAVAILABLE", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNKNOWN"}
+    )
 
     def __init__(self, what: str, code: str, details: str = ""):
         self.what = what
@@ -199,6 +203,23 @@ class CancelledError(TransportError):
 
 class ProtocolError(GazetteError):
     """A broker sent a response that breaks the protocol's rules."""
+
+
+class OffsetJumpError(GazetteError):
+    """A read skipped forward over content that is no longer (or not yet) available.
+
+    Raised by readers when the broker's response offset is beyond the requested one: the start
+    of the journal was pruned, ``begin_mod_time`` skipped old fragments, or a persisted hole
+    was jumped. The reader stays valid and continues from ``to_offset`` on the next read, as
+    Gazette's Go client does with ``ErrOffsetJump``.
+    """
+
+    def __init__(self, journal: str, from_offset: int, to_offset: int):
+        self.journal, self.from_offset, self.to_offset = journal, from_offset, to_offset
+        super().__init__(
+            f"journal {journal!r}: offset jumped from {from_offset} to {to_offset} "
+            f"({to_offset - from_offset} bytes are not available)"
+        )
 
 
 class AuthError(GazetteError):

@@ -24,7 +24,9 @@ def codec_from_name(name: str) -> int:
     key = name.strip().upper().replace("-", "_")
     key = _CODEC_ALIASES.get(key, key)
     if key not in _CODEC_BY_NAME or key == "INVALID":
-        raise ValueError(f"unknown compression codec {name!r} (expected one of {', '.join(sorted(set(CODEC_NAMES.values()) - {'INVALID'}))})")
+        raise ValueError(
+            f"unknown compression codec {name!r} (expected one of {', '.join(sorted(set(CODEC_NAMES.values()) - {'INVALID'}))})"
+        )
     return _CODEC_BY_NAME[key]
 
 

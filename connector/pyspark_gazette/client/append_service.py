@@ -1,0 +1,339 @@
+"""Batched, pipelined, ordered appends: :class:`AppendService` (Gazette's ``AppendService``).
+
+Many small writes to a journal are coalesced into few Append RPCs:
+
+* each journal has a FIFO chain of :class:`AsyncAppend` links, and one dispatch thread that
+  sends the links in order, one RPC each;
+* :meth:`AppendService.start_append` hands the caller the chain's tail, locked for that caller,
+  so concurrent writers join the *same* pending RPC; a new link is started when the tail is
+  already being sent, holds more than 64 MiB, has different request parameters (registers,
+  offset), or when the caller's dependencies are not a subset of the tail's;
+* a link buffers its content in a temporary file on local disk (not memory); while one link's
+  RPC is in flight, new writes fill the next link, which is the pipelining batch;
+* the caller writes, then :meth:`AsyncAppend.release` marks its bytes committed to the batch, or
+  :meth:`AsyncAppend.rollback` (or an exception inside ``with``) drops exactly its bytes.
+
+Errors, as in Gazette: CANCELLED/DEADLINE_EXCEEDED, FRAGMENT_STORE_UNHEALTHY,
+INDEX_HAS_GREATER_OFFSET, JOURNAL_NOT_FOUND, NOT_ALLOWED, REGISTER_MISMATCH and
+WRONG_APPEND_OFFSET (and protocol violations) are **terminal**: the link fails, and so does
+every later append to that journal for the life of the service. Every other error (gRPC
+transport errors, routing statuses) is retried with :func:`~pyspark_gazette.client.conn.backoff`
+forever by default, or ``max_attempts`` times. Deviation from Go: Gazette retries terminal
+errors forever when ``check_registers`` is set (a hack for Flow recovery logs); this service
+surfaces them, because a Spark task must fail rather than hang. A failed dependency fails the
+append that depends on it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from pyspark_gazette.client.appender import Appender, _params
+from pyspark_gazette.client.conn import APPEND_CHUNK_BYTES, Connections, backoff
+from pyspark_gazette.errors import (
+    CancelledError,
+    FragmentStoreUnhealthyError,
+    GazetteError,
+    IndexHasGreaterOffsetError,
+    JournalNotFoundError,
+    NotAllowedError,
+    ProtocolError,
+    RegisterMismatchError,
+    WrongAppendOffsetError,
+)
+from pyspark_gazette.protocol import pb
+
+log = logging.getLogger(__name__)
+
+#: A link stops taking new writes once it buffers this much (Gazette: 64 MiB).
+MAX_BATCH_BYTES = 64 << 20
+
+TERMINAL_ERRORS = (
+    CancelledError,
+    FragmentStoreUnhealthyError,
+    IndexHasGreaterOffsetError,
+    JournalNotFoundError,
+    NotAllowedError,
+    RegisterMismatchError,
+    WrongAppendOffsetError,
+    ProtocolError,
+)
+
+
+class AsyncAppend:
+    """One pending Append RPC of a journal, shared by every writer that joined it."""
+
+    def __init__(
+        self, journal: str, request: pb.AppendRequest, dependencies: frozenset[AsyncAppend], cond: threading.Condition
+    ):
+        self.journal = journal
+        self._cond = cond  # the chain's condition: signalled when a writer releases
+        self.request = request
+        self._key = request.SerializeToString(deterministic=True)
+        self.dependencies = dependencies
+        self._file = tempfile.TemporaryFile(prefix="gazette-append-", buffering=8 << 10)
+        self._writer = threading.Lock()  # held by the writer between start_append and release
+        self._size = 0
+        self._checkpoint = 0
+        self._touched = False
+        self._sealed = False
+        self._done = threading.Event()
+        self._commit: pb.Fragment | None = None
+        self._error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncAppend(journal={self.journal!r}, bytes={self._checkpoint}, done={self._done.is_set()})"
+
+    # -- writer side -------------------------------------------------------------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer ``data`` for this append (the caller must hold the link, see ``start_append``)."""
+        try:
+            self._file.write(data)
+        except BaseException:
+            self.rollback()
+            raise
+        self._size += len(data)
+
+    def release(self) -> None:
+        """Commit the caller's writes to the batch and let others (and the dispatcher) in."""
+        self._checkpoint = self._size
+        self._mark_touched()
+        self._writer.release()
+
+    def rollback(self) -> None:
+        """Drop everything the caller wrote since it started, and release the link."""
+        if self._size != self._checkpoint:
+            self._file.flush()
+            self._file.seek(self._checkpoint)
+            self._file.truncate()
+            self._size = self._checkpoint
+        self._mark_touched()
+        if self._writer.locked():
+            self._writer.release()
+
+    def _mark_touched(self) -> None:
+        with self._cond:
+            self._touched = True
+            self._cond.notify_all()
+
+    def __enter__(self) -> AsyncAppend:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.release()
+        else:
+            self.rollback()
+
+    # -- results ----------------------------------------------------------------------------
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> pb.Fragment | None:
+        """Block until the RPC finished; return its commit (``None`` if it had no content) or
+        raise its error."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"append to {self.journal!r} still pending after {timeout}s")
+        if self._error is not None:
+            raise self._error
+        return self._commit
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def _finish(self, commit: pb.Fragment | None = None, error: BaseException | None = None) -> None:
+        self._commit, self._error = commit, error
+        self._file.close()
+        self._done.set()
+
+
+class _Chain:
+    def __init__(self) -> None:
+        self.links: collections.deque[AsyncAppend] = collections.deque()
+        self.cond = threading.Condition()
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+
+class AppendService:
+    """Batches and pipelines appends per journal; see the module docstring."""
+
+    def __init__(self, conns: Connections, *, max_attempts: int | None = None, max_batch_bytes: int = MAX_BATCH_BYTES):
+        self._conns = conns
+        self._max_attempts = max_attempts
+        self._max_batch = max_batch_bytes
+        self._mu = threading.Lock()
+        self._chains: dict[str, _Chain] = {}
+        self._closing = False
+        #: Bytes and RPCs sent, for metrics.
+        self.bytes_appended = 0
+        self.rpcs = 0
+
+    def start_append(self, journal: str, *, dependencies: Iterable[AsyncAppend] = (), **params: Any) -> AsyncAppend:
+        """The append the caller's writes join, locked for the caller until it releases it.
+
+        ``params`` are those of :class:`~pyspark_gazette.client.appender.Appender` (registers,
+        offset, suspend). Raises the journal's terminal error if an earlier append failed.
+        """
+        request = _params(journal, **params)
+        deps = frozenset(dependencies)
+        while True:
+            with self._mu:
+                if self._closing:
+                    raise GazetteError("append service is closed")
+                chain = self._chains.get(journal)
+                if chain is None:
+                    chain = self._chains[journal] = _Chain()
+                    chain.thread = threading.Thread(
+                        target=self._dispatch, args=(journal, chain), name=f"gazette-append-{journal}", daemon=True
+                    )
+                    chain.thread.start()
+            with chain.cond:
+                if chain.error is not None:
+                    raise chain.error
+                tail = chain.links[-1] if chain.links else None
+                key = request.SerializeToString(deterministic=True)
+                if (
+                    tail is None
+                    or tail._sealed
+                    or tail._size >= self._max_batch
+                    or tail._key != key
+                    or not deps <= tail.dependencies
+                ):
+                    inherited = tail.dependencies if tail is not None and tail._key == key else frozenset()
+                    tail = AsyncAppend(journal, request, deps | inherited, chain.cond)
+                    chain.links.append(tail)
+                    chain.cond.notify_all()
+            tail._writer.acquire()
+            if not tail._sealed:
+                return tail
+            tail._writer.release()  # the dispatcher took it meanwhile; join the next link
+
+    def append(self, journal: str, data: bytes, **params: Any) -> AsyncAppend:
+        """Convenience: join a batch with ``data`` and release at once."""
+        aa = self.start_append(journal, **params)
+        with aa:
+            aa.write(data)
+        return aa
+
+    def pending_except(self, journal: str) -> list[AsyncAppend]:
+        """The last pending append of every other journal: write barriers for dependencies."""
+        out = []
+        with self._mu:
+            chains = [(j, c) for j, c in self._chains.items() if j != journal]
+        for _, chain in chains:
+            with chain.cond:
+                if chain.links:
+                    out.append(chain.links[-1])
+        return out
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every append started so far has finished; raise the first error."""
+        with self._mu:
+            chains = list(self._chains.values())
+        pending = []
+        for chain in chains:
+            with chain.cond:
+                pending.extend(chain.links)
+        first: BaseException | None = None
+        for aa in pending:
+            try:
+                aa.wait(timeout)
+            except BaseException as e:  # noqa: BLE001 - report the first, wait for all
+                first = first or e
+        if first is not None:
+            raise first
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop the dispatch threads."""
+        try:
+            self.flush(timeout)
+        finally:
+            with self._mu:
+                self._closing = True
+                chains = list(self._chains.values())
+            for chain in chains:
+                with chain.cond:
+                    chain.cond.notify_all()
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def _dispatch(self, journal: str, chain: _Chain) -> None:
+        while True:
+            with chain.cond:
+                while not chain.links and not self._closing:
+                    chain.cond.wait()
+                if not chain.links:
+                    return
+                head = chain.links[0]
+                while not head._touched:  # its first writer has not released yet
+                    chain.cond.wait()
+            head._writer.acquire()  # wait for a writer in progress; then no one else joins
+            head._sealed = True
+            head._writer.release()
+            self._send(journal, chain, head)
+            with chain.cond:
+                chain.links.popleft()
+                chain.cond.notify_all()
+
+    def _send(self, journal: str, chain: _Chain, aa: AsyncAppend) -> None:
+        if chain.error is not None:
+            aa._finish(error=chain.error)
+            return
+        for dep in aa.dependencies:
+            dep._done.wait()
+            if dep.error is not None:
+                aa._finish(
+                    error=GazetteError(
+                        f"append to {journal!r} failed: a dependency append to {dep.journal!r} failed: {dep.error}"
+                    )
+                )
+                return
+        size = aa._checkpoint
+        if size == 0 and not aa.request.HasField("check_registers") and not aa.request.offset:
+            aa._finish(commit=None)
+            return
+        attempt = 0
+        while True:
+            app = Appender(self._conns, journal)
+            app.request = aa.request
+            try:
+                aa._file.flush()
+                aa._file.seek(0)
+                left = size
+                while left > 0:
+                    chunk = aa._file.read(min(APPEND_CHUNK_BYTES, left))
+                    if not chunk:
+                        raise GazetteError(f"append buffer of {journal!r} is shorter than {size} bytes")
+                    app.write(chunk)
+                    left -= len(chunk)
+                commit = app.close()
+            except TERMINAL_ERRORS as e:
+                app.abort()
+                with chain.cond:
+                    chain.error = e
+                aa._finish(error=e)
+                return
+            except GazetteError as e:
+                app.abort()
+                if (self._max_attempts is not None and attempt + 1 >= self._max_attempts) or self._closing:
+                    aa._finish(error=e)
+                    return
+                self._conns.forget_route(journal)
+                log.warning("append of %d bytes to %s failed (attempt %d), retrying: %s", size, journal, attempt, e)
+                time.sleep(backoff(attempt))
+                attempt += 1
+                continue
+            self.bytes_appended += size
+            self.rpcs += 1
+            aa._finish(commit=commit)
+            return

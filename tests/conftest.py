@@ -1,0 +1,67 @@
+"""Fixtures shared by every test tier.
+
+Markers follow the directory: tests/unit -> unit, tests/integration -> integration,
+tests/spark -> spark (declared in pyproject.toml, run with --strict-markers).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Executors run a separate Python: make it the interpreter running the tests, which has our
+# dependencies installed.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+_TIER_BY_DIR = {"unit": "unit", "integration": "integration", "spark": "spark", "notebooks": "spark"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        rel = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
+        marker = _TIER_BY_DIR.get(rel.parts[0]) if len(rel.parts) > 1 else None
+        if marker:
+            item.add_marker(getattr(pytest.mark, marker))
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real HTTP S3 API (moto's server) on a port-0 loopback socket.
+
+    Yields the endpoint URL (``http://127.0.0.1:<port>``). Credentials are dummies set in the
+    environment so boto3/s3fs/aiobotocore sign requests.
+    """
+    from moto.server import ThreadedMotoServer
+
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        os.environ.setdefault(key, value)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, request):
+    """A fresh, empty bucket on the moto server; yields its name."""
+    import uuid
+
+    import boto3
+
+    name = "gz-" + uuid.uuid4().hex[:12]
+    s3 = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1")
+    s3.create_bucket(Bucket=name)
+    yield name
