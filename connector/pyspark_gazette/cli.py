@@ -1,0 +1,233 @@
+"""``pyspark-gazette``: the command line.
+
+    pyspark-gazette quickstart                       # the README's main job
+    pyspark-gazette broker --listen 127.0.0.1:8080 --data-dir DIR [--file-root DIR]
+    pyspark-gazette journals list [-l SELECTOR] [--format table|yaml|json]
+    pyspark-gazette journals apply -f specs.yaml [--dry-run]
+    pyspark-gazette journals append -j JOURNAL [-f FILE]       # stdin by default
+    pyspark-gazette journals read -j JOURNAL [--offset N] [--block]
+    pyspark-gazette journals fragments -j JOURNAL [--signed]
+
+The broker address comes from ``--broker.address``, else the ``BROKER_ADDRESS`` environment
+variable (as Gazette's own tooling does), else ``http://localhost:8080``. A bearer token comes
+from ``--broker.auth-token`` or ``BROKER_AUTH_TOKEN``; it is never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+DEFAULT_ADDRESS = "http://localhost:8080"
+
+
+def _client(args: argparse.Namespace):
+    from pyspark_gazette.client import ClientConfig, JournalClient
+
+    address = args.broker_address or os.environ.get("BROKER_ADDRESS") or DEFAULT_ADDRESS
+    token = args.auth_token or os.environ.get("BROKER_AUTH_TOKEN") or None
+    return JournalClient(
+        ClientConfig(address, auth_token=token, file_root=args.file_root, direct_reads=bool(args.file_root))
+    )
+
+
+def _add_broker_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker.address", dest="broker_address", help="broker URL (env BROKER_ADDRESS)")
+    p.add_argument("--broker.auth-token", dest="auth_token", help="bearer token (env BROKER_AUTH_TOKEN)")
+    p.add_argument("--file-root", help="local mount of the brokers' file:// stores, for direct fragment reads")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from pyspark_gazette.client.specs import dump_specs, spec_to_dict
+    from pyspark_gazette.protocol import codec_name
+
+    with _client(args) as c:
+        infos = c.list_journals(args.selector or None)
+    if args.format == "yaml":
+        sys.stdout.write(dump_specs([(i.spec, i.mod_revision) for i in infos]) if infos else "")
+    elif args.format == "json":
+        print(json.dumps([spec_to_dict(i.spec, i.mod_revision) for i in infos], indent=2))
+    else:
+        rows = [("NAME", "CODEC", "LABELS", "REVISION")]
+        for i in infos:
+            labels = ",".join(f"{lb.name}={lb.value}" for lb in i.spec.labels.labels)
+            rows.append((i.name, codec_name(i.spec.fragment.compression_codec), labels, str(i.mod_revision)))
+        _table(rows)
+    return 0
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from pyspark_gazette.client import Change
+    from pyspark_gazette.client.specs import load_specs
+
+    text = sys.stdin.read() if args.specs == "-" else open(args.specs, encoding="utf-8").read()
+    nodes = load_specs(text)
+    changes = [
+        Change(expect_mod_revision=n.revision or -1, delete=n.spec.name)
+        if n.delete
+        else Change(expect_mod_revision=n.revision, upsert=n.spec)
+        for n in nodes
+    ]
+    if args.dry_run:
+        for ch in changes:
+            print(("delete " if ch.delete else "upsert ") + (ch.delete or ch.upsert.name))  # type: ignore[union-attr]
+        return 0
+    with _client(args) as c:
+        revisions = c.apply_in_batches(changes)
+    print(f"applied {len(changes)} change(s); revision {revisions[-1] if revisions else '-'}")
+    return 0
+
+
+def cmd_append(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        if args.file and args.file != "-":
+            with open(args.file, "rb") as f:
+                commit = c.append(args.journal, f)
+        else:
+            commit = c.append(args.journal, sys.stdin.buffer.read())
+    print(f"appended [{commit.begin}, {commit.end}) to {commit.journal}", file=sys.stderr)
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    from pyspark_gazette.errors import OffsetJumpError, OffsetNotYetAvailableError
+
+    out = sys.stdout.buffer
+    with (
+        _client(args) as c,
+        c.retry_reader(args.journal, args.offset, end_offset=args.end_offset, block=args.block) as r,
+    ):
+        while True:
+            try:
+                data = r.read()
+            except OffsetNotYetAvailableError:
+                break
+            except OffsetJumpError as e:
+                print(f"warning: {e}", file=sys.stderr)
+                continue
+            if not data:
+                break
+            out.write(data)
+            out.flush()
+    return 0
+
+
+def cmd_fragments(args: argparse.Namespace) -> int:
+    from pyspark_gazette.fragments import FragmentRef
+    from pyspark_gazette.protocol import codec_name
+
+    with _client(args) as c:
+        frags = c.list_fragments(args.journal, signature_ttl=60 if args.signed else None)
+    rows = [("BEGIN", "END", "CODEC", "MOD_TIME", "STORE", "NAME")]
+    for f in frags:
+        ref = FragmentRef.from_proto(f.spec)
+        rows.append(
+            (
+                str(ref.begin),
+                str(ref.end),
+                codec_name(ref.codec),
+                str(ref.mod_time or "-"),
+                ref.backing_store or "(local)",
+                ref.content_path if not args.signed else f.signed_url or ref.content_path,
+            )
+        )
+    _table(rows)
+    return 0
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pyspark-gazette", description="Gazette journals for Spark, from the command line."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    q = sub.add_parser("quickstart", help="run the quickstart on an embedded broker (the README's main job)")
+    q.add_argument(
+        "--data-dir", default=".gazette/quickstart", help="working directory, wiped at start (default %(default)s)"
+    )
+    q.add_argument("--events", type=int, default=200_000, help="click events to generate (default %(default)s)")
+    q.add_argument(
+        "--keep", action="store_true", help="keep the data directory from an earlier run instead of wiping it"
+    )
+
+    b = sub.add_parser("broker", help="run the embedded Gazette-compatible broker", add_help=False)
+    b.add_argument("broker_args", nargs=argparse.REMAINDER)
+
+    j = sub.add_parser("journals", help="list, apply, append to, read and inspect journals")
+    jsub = j.add_subparsers(dest="journals_command", required=True)
+
+    p = jsub.add_parser("list", help="list journals")
+    _add_broker_flags(p)
+    p.add_argument(
+        "-l", "--selector", help="label selector, e.g. 'content-type=application/x-ndjson,name:prefix=examples/'"
+    )
+    p.add_argument("--format", choices=("table", "yaml", "json"), default="table")
+    p.set_defaults(func=cmd_list)
+
+    p = jsub.add_parser("apply", help="create, update or delete journals from a YAML spec file")
+    _add_broker_flags(p)
+    p.add_argument("-f", "--specs", required=True, help="YAML file of journal specs ('-' for stdin)")
+    p.add_argument("--dry-run", action="store_true", help="print what would change")
+    p.set_defaults(func=cmd_apply)
+
+    p = jsub.add_parser("append", help="append a file (or stdin) atomically")
+    _add_broker_flags(p)
+    p.add_argument("-j", "--journal", required=True)
+    p.add_argument("-f", "--file", help="file to append (default stdin)")
+    p.set_defaults(func=cmd_append)
+
+    p = jsub.add_parser("read", help="read a journal to stdout")
+    _add_broker_flags(p)
+    p.add_argument("-j", "--journal", required=True)
+    p.add_argument("--offset", type=int, default=0, help="start offset; -1 = the write head")
+    p.add_argument("--end-offset", type=int, default=0, help="stop before this offset (0 = no bound)")
+    p.add_argument("--block", action="store_true", help="wait for new content instead of stopping at the write head")
+    p.set_defaults(func=cmd_read)
+
+    p = jsub.add_parser("fragments", help="list a journal's fragments")
+    _add_broker_flags(p)
+    p.add_argument("-j", "--journal", required=True)
+    p.add_argument("--signed", action="store_true", help="show signed URLs")
+    p.set_defaults(func=cmd_fragments)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "broker":
+        from pyspark_gazette.broker.__main__ import broker_main
+
+        return broker_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from pyspark_gazette.errors import GazetteError
+
+    try:
+        if args.command == "quickstart":
+            from pyspark_gazette.quickstart import run_quickstart
+
+            return run_quickstart(data_dir=args.data_dir, events=args.events, keep=args.keep)
+        return args.func(args)
+    except GazetteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

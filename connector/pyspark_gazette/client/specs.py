@@ -1,0 +1,271 @@
+"""Journal specs as YAML, in the hierarchical layout of Gazette's ``gazctl journals apply``.
+
+A document is a tree of nodes. A node whose ``name`` ends in ``/`` is a directory: its fields
+(replication, labels, fragment settings, flags, max_append_rate) are defaults that every
+descendant inherits unless it sets them itself; labels are merged, a child's value of a label
+name replacing the parent's values of that name. Leaf nodes (names without a trailing ``/``)
+are journals. A node may say ``revision: N`` (the expected mod revision; 0 = create, -1 = no
+check) and ``delete: true``. Children's names must start with their parent's name::
+
+    name: examples/
+    replication: 1
+    labels:
+      - {name: content-type, value: application/x-ndjson}
+    fragment:
+      length: 134217728
+      compression_codec: ZSTANDARD
+      stores: [file:///examples/]
+      refresh_interval: 30s
+      flush_interval: 10m
+    children:
+      - name: examples/clicks
+      - name: examples/orders
+        fragment: {compression_codec: GZIP}
+
+Durations use Go's syntax (``1m30s``, ``24h``, ``500ms``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from pyspark_gazette.errors import SpecError
+from pyspark_gazette.protocol import codec_from_name, codec_name, pb
+
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_FLAG_NAMES = {"O_RDONLY": 1, "O_WRONLY": 2, "O_RDWR": 4, "NOT_SPECIFIED": 0}
+_NODE_KEYS = {
+    "name",
+    "replication",
+    "labels",
+    "fragment",
+    "flags",
+    "max_append_rate",
+    "children",
+    "revision",
+    "delete",
+    "suspend",
+}
+_FRAGMENT_KEYS = {
+    "length",
+    "compression_codec",
+    "stores",
+    "refresh_interval",
+    "retention",
+    "flush_interval",
+    "path_postfix_template",
+}
+
+
+def parse_duration(text: str | int | float, *, where: str = "duration") -> float:
+    """Parse a Go duration string (``"1m30s"``, ``"24h"``); a bare number means seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    s = str(text).strip()
+    if s in ("0", ""):
+        return 0.0
+    sign = -1.0 if s.startswith("-") else 1.0
+    s = s.lstrip("+-")
+    pos, total = 0, 0.0
+    for m in _DURATION_TERM.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or pos == 0:
+        raise SpecError(f"{where}: {text!r} is not a duration (e.g. 30s, 1m, 1h30m)")
+    return sign * total
+
+
+def format_duration(seconds: float) -> str:
+    """Format seconds the way Go prints a ``time.Duration`` (``90`` -> ``1m30s``)."""
+    if seconds == 0:
+        return "0s"
+    sign, rest = ("-" if seconds < 0 else ""), abs(seconds)
+    if rest < 1:
+        for unit, size in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+            if rest >= size or unit == "ns":
+                return f"{sign}{rest / size:g}{unit}"
+    hours = int(rest // 3600)
+    rest -= hours * 3600
+    minutes = int(rest // 60)
+    rest -= minutes * 60
+    out = f"{hours}h" if hours else ""
+    if hours or minutes:
+        out += f"{minutes}m"
+    return f"{sign}{out}{round(rest, 9):g}s"
+
+
+def _set_duration(msg: Any, seconds: float) -> None:
+    msg.seconds = int(seconds)
+    msg.nanos = int(round((seconds - int(seconds)) * 1e9))
+
+
+def _duration_seconds(msg: Any) -> float:
+    return msg.seconds + msg.nanos / 1e9
+
+
+@dataclasses.dataclass
+class SpecNode:
+    """A journal of a spec document: its complete spec and what to do with it."""
+
+    spec: pb.JournalSpec
+    revision: int = 0
+    delete: bool = False
+
+
+def load_specs(text: str) -> list[SpecNode]:
+    """Parse a YAML document (one tree, or several ``---`` documents) into journal specs."""
+    import yaml
+
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        raise SpecError(f"journal spec YAML does not parse: {e}") from e
+    out: list[SpecNode] = []
+    for doc in docs:
+        _walk(doc, {}, "", out)
+    names = [n.spec.name for n in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SpecError(f"journal(s) listed twice: {', '.join(dupes)}")
+    return out
+
+
+def _walk(node: Any, inherited: dict[str, Any], parent: str, out: list[SpecNode]) -> None:
+    if not isinstance(node, dict):
+        raise SpecError(f"a spec node must be a mapping, not {type(node).__name__} (under {parent!r})")
+    unknown = set(node) - _NODE_KEYS
+    name = str(node.get("name", ""))
+    if unknown:
+        raise SpecError(f"spec node {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+    if not name:
+        raise SpecError(f"a spec node under {parent!r} has no name")
+    if parent and not name.startswith(parent):
+        raise SpecError(f"spec node {name!r} must start with its parent's name {parent!r}")
+    merged = _merge(inherited, node, name)
+    children = node.get("children") or []
+    if name.endswith("/"):
+        if not isinstance(children, list):
+            raise SpecError(f"spec node {name!r}: children must be a list")
+        for child in children:
+            _walk(child, merged, name, out)
+        return
+    if children:
+        raise SpecError(f"journal {name!r} (no trailing '/') cannot have children")
+    out.append(
+        SpecNode(
+            spec=_to_spec(name, merged),
+            revision=int(node.get("revision", merged.get("revision", 0)) or 0),
+            delete=bool(node.get("delete", False)),
+        )
+    )
+
+
+def _merge(parent: dict[str, Any], node: dict[str, Any], name: str) -> dict[str, Any]:
+    merged = dict(parent)
+    for key in ("replication", "flags", "max_append_rate", "suspend"):
+        if key in node:
+            merged[key] = node[key]
+    if "labels" in node:
+        labels = dict(parent.get("labels", {}))
+        new: dict[str, list[str]] = {}
+        for item in node["labels"] or []:
+            if not isinstance(item, dict) or "name" not in item:
+                raise SpecError(f"spec node {name!r}: each label needs a name (and a value)")
+            new.setdefault(str(item["name"]), []).append(str(item.get("value", "")))
+        labels.update(new)
+        merged["labels"] = labels
+    if "fragment" in node:
+        frag = node["fragment"] or {}
+        if not isinstance(frag, dict):
+            raise SpecError(f"spec node {name!r}: fragment must be a mapping")
+        unknown = set(frag) - _FRAGMENT_KEYS
+        if unknown:
+            raise SpecError(f"spec node {name!r}: unknown fragment key(s) {', '.join(sorted(unknown))}")
+        merged["fragment"] = {**parent.get("fragment", {}), **frag}
+    return merged
+
+
+def _to_spec(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
+    spec = pb.JournalSpec(name=name, replication=int(fields.get("replication", 1)))
+    for label_name, values in sorted(fields.get("labels", {}).items()):
+        for value in sorted(set(values)):
+            spec.labels.labels.add(name=label_name, value=value)
+    flags = fields.get("flags", 0)
+    if isinstance(flags, str):
+        try:
+            flags = sum(_FLAG_NAMES[f.strip()] for f in flags.split("|"))
+        except KeyError as e:
+            raise SpecError(f"journal {name!r}: unknown flag {e.args[0]!r}") from None
+    spec.flags = int(flags)
+    spec.max_append_rate = int(fields.get("max_append_rate", 0))
+    frag = fields.get("fragment", {})
+    where = f"journal {name!r} fragment"
+    if "length" in frag:
+        spec.fragment.length = int(frag["length"])
+    if "compression_codec" in frag:
+        codec = frag["compression_codec"]
+        try:
+            spec.fragment.compression_codec = codec if isinstance(codec, int) else codec_from_name(str(codec))
+        except ValueError as e:
+            raise SpecError(f"{where}: {e}") from None
+    spec.fragment.stores.extend(str(s) for s in frag.get("stores", []) or [])
+    for key in ("refresh_interval", "retention", "flush_interval"):
+        if key in frag:
+            _set_duration(getattr(spec.fragment, key), parse_duration(frag[key], where=f"{where}.{key}"))
+    spec.fragment.path_postfix_template = str(frag.get("path_postfix_template", "") or "")
+    if "suspend" in fields and fields["suspend"]:
+        sus = fields["suspend"]
+        spec.suspend.level = pb.JournalSpec.Suspend.Level.Value(str(sus.get("level", "NONE")))
+        spec.suspend.offset = int(sus.get("offset", 0))
+    return spec
+
+
+def spec_to_dict(spec: pb.JournalSpec, revision: int | None = None) -> dict[str, Any]:
+    """A journal spec as a YAML-ready mapping in the layout :func:`load_specs` reads."""
+    out: dict[str, Any] = {"name": spec.name, "replication": spec.replication}
+    if spec.labels.labels:
+        out["labels"] = [{"name": lb.name, "value": lb.value} for lb in spec.labels.labels]
+    f = spec.fragment
+    frag: dict[str, Any] = {
+        "length": f.length,
+        "compression_codec": codec_name(f.compression_codec),
+        "stores": list(f.stores),
+        "refresh_interval": format_duration(_duration_seconds(f.refresh_interval)),
+    }
+    if _duration_seconds(f.retention):
+        frag["retention"] = format_duration(_duration_seconds(f.retention))
+    if _duration_seconds(f.flush_interval):
+        frag["flush_interval"] = format_duration(_duration_seconds(f.flush_interval))
+    if f.path_postfix_template:
+        frag["path_postfix_template"] = f.path_postfix_template
+    out["fragment"] = frag
+    if spec.flags:
+        out["flags"] = spec.flags
+    if spec.max_append_rate:
+        out["max_append_rate"] = spec.max_append_rate
+    if spec.HasField("suspend") and spec.suspend.level:
+        out["suspend"] = {"level": pb.JournalSpec.Suspend.Level.Name(spec.suspend.level), "offset": spec.suspend.offset}
+    if revision is not None:
+        out["revision"] = revision
+    return out
+
+
+def dump_specs(specs: list[tuple[pb.JournalSpec, int]]) -> str:
+    """YAML of ``(spec, mod_revision)`` pairs, as one tree that :func:`load_specs` reads back."""
+    import os.path
+
+    import yaml
+
+    names = [s.name for s, _ in specs]
+    common = os.path.commonprefix(names)
+    root = common[: common.rfind("/") + 1]
+    children = [spec_to_dict(s, rev) for s, rev in specs]
+    if not root:
+        # A tree needs a directory root; without a shared prefix emit one document per journal.
+        return "---\n".join(yaml.safe_dump(c, sort_keys=False) for c in children)
+    return yaml.safe_dump({"name": root, "children": children}, sort_keys=False)

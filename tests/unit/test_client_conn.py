@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from pyspark_gazette.client.conn import ClientConfig, Connections, Target, backoff, parse_address
+from pyspark_gazette.protocol import pb
+
+
+@pytest.mark.parametrize(
+    "address,target",
+    [
+        ("http://127.0.0.1:8080", Target("127.0.0.1:8080", False)),
+        ("http://localhost", Target("localhost:8080", False)),
+        ("https://gazette.example.com", Target("gazette.example.com:443", True)),
+        ("https://[::1]:9000", Target("[::1]:9000", True)),
+        ("broker:8080", Target("broker:8080", False)),
+        ("unix:///var/run/gazette.sock", Target("unix:/var/run/gazette.sock", False)),
+    ],
+)
+def test_parse_address(address, target):
+    assert parse_address(address) == target
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "ftp://host:1", "localhost", "http://:80", "http://host:notaport"])
+def test_bad_addresses_are_rejected_with_the_address_named(bad):
+    with pytest.raises(ValueError) as ei:
+        ClientConfig(bad)
+    assert "address" in str(ei.value)
+
+
+def test_backoff_table():
+    assert [backoff(a) for a in range(-1, 8)] == [0, 0.05, 0.05, 0.1, 0.1, 1, 1, 5, 5]
+
+
+def test_token_is_not_in_repr_but_pickles_and_goes_in_metadata():
+    cfg = ClientConfig("http://h:1", auth_token="s3cr3t-token")
+    assert "s3cr3t" not in repr(cfg)
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+    conns = Connections(cfg)
+    assert conns.metadata() == [("authorization", "Bearer s3cr3t-token")]
+    assert "s3cr3t" not in repr(conns)
+    assert Connections(ClientConfig("http://h:1")).metadata() is None
+
+
+def test_routes_pick_primary_for_appends_and_same_zone_member_for_reads():
+    conns = Connections(ClientConfig("http://default:1", zone="b"))
+    assert conns.append_endpoint("j") == "http://default:1"
+    route = pb.Route(
+        members=[pb.ProcessSpec.ID(zone="a", suffix="x"), pb.ProcessSpec.ID(zone="b", suffix="y")],
+        primary=0,
+        endpoints=["http://a:1", "http://b:1"],
+    )
+    conns.update_route("j;meta", pb.Header(route=route))
+    assert conns.append_endpoint("j") == "http://a:1"
+    assert conns.read_endpoint("j") == "http://b:1"
+    conns.forget_route("j")
+    assert conns.read_endpoint("j") == "http://default:1"
+    # A route without endpoints is no routing hint.
+    conns.update_route("k", pb.Header(route=pb.Route(members=route.members, primary=1)))
+    assert conns.append_endpoint("k") == "http://default:1"
