@@ -1,0 +1,364 @@
+"""Message framings (facts sheet section 5.1), chosen by a journal's ``content-type`` label.
+
+A :class:`Framing` turns one message payload into journal bytes (:meth:`Framing.encode`) and
+builds incremental decoders (:meth:`Framing.decoder`) that turn journal bytes back into
+``(offset, payload)`` pairs, where ``offset`` is the journal offset of the message's first
+framing byte and ``payload`` excludes the framing.
+
+==========================  =========================  ===========================================
+content-type                framing                    bytes of one message
+==========================  =========================  ===========================================
+application/x-ndjson        :data:`NDJSON`             JSON value + ``\\n``
+application/x-protobuf-fixed :data:`PROTOBUF_FIXED`    ``66 33 93 36`` + uint32 LE length + payload
+text/csv                    :data:`CSV`                one CSV record + ``\\n`` (quoted newlines kept)
+text/plain                  :data:`LINES`              raw text line + ``\\n``
+==========================  =========================  ===========================================
+
+Decoders buffer partial messages between :meth:`Decoder.feed` calls; :meth:`Decoder.finish`
+marks the end of the content and raises :class:`UnexpectedEOFError` for a torn message.
+
+Line-based decoders split whole buffers with ``bytes.split`` (no per-byte Python loop). For
+Arrow output see :mod:`pyspark_gazette.message.arrow`.
+"""
+
+from __future__ import annotations
+
+import struct
+from abc import ABC, abstractmethod
+
+from pyspark_gazette.errors import DesyncError, FramingError, UnexpectedEOFError
+
+#: Magic word opening every fixed-framing header.
+FIXED_MAGIC = b"\x66\x33\x93\x36"
+FIXED_HEADER_LEN = 8
+_MAX_FIXED_LEN = 0xFFFFFFFF
+_HEADER = struct.Struct("<4sI")
+
+Message = tuple[int, bytes]
+
+
+class Decoder(ABC):
+    """Incremental decoder of one framing, starting at a journal offset."""
+
+    #: Journal offset of the next byte :meth:`feed` expects.
+    offset: int
+
+    @abstractmethod
+    def feed(self, data: bytes) -> list[Message]:
+        """Consume ``data``; return ``(offset, payload)`` of every message it completes."""
+
+    @abstractmethod
+    def finish(self) -> list[Message]:
+        """End of content: return remaining messages, or raise :class:`UnexpectedEOFError`."""
+
+    @property
+    @abstractmethod
+    def buffered(self) -> int:
+        """Bytes held back as part of an incomplete message."""
+
+
+class Framing(ABC):
+    """One message framing; see the module docstring."""
+
+    name: str = ""
+    content_type: str = ""
+
+    @abstractmethod
+    def encode(self, payload: bytes) -> bytes:
+        """Frame one message payload."""
+
+    @abstractmethod
+    def decoder(self, start_offset: int = 0, *, strict: bool = False) -> Decoder:
+        """A new incremental decoder whose first byte sits at journal offset ``start_offset``."""
+
+    def encode_all(self, payloads: list[bytes]) -> bytes:
+        """Frame several payloads into one buffer (one append)."""
+        return b"".join(map(self.encode, payloads))
+
+    def decode_all(self, data: bytes, start_offset: int = 0) -> list[Message]:
+        """Decode complete content in one go (raises on a torn final message)."""
+        dec = self.decoder(start_offset)
+        out = dec.feed(data)
+        out.extend(dec.finish())
+        return out
+
+    def __repr__(self) -> str:
+        return f"<Framing {self.name}>"
+
+
+# --------------------------------------------------------------------------------------------
+# Newline-terminated framings.
+
+
+def _line_starts(base: int, data: bytes, n: int) -> list[int]:
+    """Journal offsets of the first ``n`` lines of ``data`` (newlines located with numpy)."""
+    import numpy as np
+
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A)
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = base
+    np.add(newlines[: n - 1], base + 1, out=starts[1:])
+    return starts.tolist()
+
+
+class _LineDecoder(Decoder):
+    """Splits on ``\\n``; the payload is the line without its terminator."""
+
+    def __init__(self, framing: str, start_offset: int):
+        self._framing = framing
+        self.offset = start_offset  # Journal offset of self._tail[0].
+        self._tail = b""
+
+    @property
+    def buffered(self) -> int:
+        return len(self._tail)
+
+    def feed(self, data: bytes) -> list[Message]:
+        if not data:
+            return []
+        if self._tail:
+            data = self._tail + data
+        if data.find(b"\n") < 0:
+            self._tail = bytes(data)
+            return []
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        parts = data.split(b"\n")
+        self._tail = parts.pop()  # Bytes after the last newline (possibly empty).
+        base = self.offset
+        self.offset += len(data) - len(self._tail)
+        return self._post(list(zip(_line_starts(base, data, len(parts)), parts, strict=True)))
+
+    def _post(self, messages: list[Message]) -> list[Message]:
+        return messages
+
+    def finish(self) -> list[Message]:
+        if self._tail:
+            raise UnexpectedEOFError(
+                f"{self._framing}: content ends inside a message at offset {self.offset} "
+                f"({len(self._tail)} bytes without a terminating newline)"
+            )
+        return []
+
+
+class _LineFraming(Framing):
+    def encode(self, payload: bytes) -> bytes:
+        if b"\n" in payload:
+            raise FramingError(f"{self.name}: a message payload may not contain a newline")
+        return payload + b"\n"
+
+    def decoder(self, start_offset: int = 0, *, strict: bool = False) -> Decoder:
+        return _LineDecoder(self.name, start_offset)
+
+
+class NDJSONFraming(_LineFraming):
+    """JSON lines: one JSON value per line. The payload excludes the trailing ``\\n``."""
+
+    name = "ndjson"
+    content_type = "application/x-ndjson"
+
+
+class LinesFraming(_LineFraming):
+    """Raw text lines (no decoding of the payload)."""
+
+    name = "lines"
+    content_type = "text/plain"
+
+
+class _CSVDecoder(_LineDecoder):
+    """CSV records: a newline ends a record only outside double quotes; ``\\r\\n`` is accepted."""
+
+    def feed(self, data: bytes) -> list[Message]:
+        if not data:
+            return []
+        if self._tail:
+            data = self._tail + data
+        data = bytes(data)
+        if b'"' not in data:
+            self._tail = b""
+            return super().feed(data)
+        ends = _csv_record_ends(data)
+        if not ends:
+            self._tail = data
+            return []
+        out: list[Message] = []
+        start = 0
+        for end in ends:
+            out.append((self.offset + start, data[start:end]))
+            start = end + 1
+        self._tail = data[start:]
+        self.offset += start
+        return self._post(out)
+
+    def _post(self, messages: list[Message]) -> list[Message]:
+        return [(o, p[:-1]) if p.endswith(b"\r") else (o, p) for o, p in messages]
+
+
+def _csv_record_ends(data: bytes) -> list[int]:
+    """Positions of the newlines in ``data`` that end a CSV record (even count of quotes before)."""
+    import numpy as np
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(arr == 0x0A)
+    if newlines.size == 0:
+        return []
+    quotes_before = np.cumsum(arr == 0x22, dtype=np.int64)[newlines]
+    return newlines[(quotes_before & 1) == 0].tolist()
+
+
+class CSVFraming(Framing):
+    """CSV: each message is one already-formatted record; ``encode`` adds the ``\\n``.
+
+    A trailing ``\\n`` or ``\\r\\n`` on the payload is replaced by a single ``\\n``. Decoded
+    payloads exclude the terminator (and a ``\\r`` before it).
+    """
+
+    name = "csv"
+    content_type = "text/csv"
+
+    def encode(self, payload: bytes) -> bytes:
+        if payload.endswith(b"\r\n"):
+            payload = payload[:-2]
+        elif payload.endswith(b"\n"):
+            payload = payload[:-1]
+        if payload.count(b'"') % 2:
+            raise FramingError("csv: a record has an unbalanced double quote")
+        return payload + b"\n"
+
+    def decoder(self, start_offset: int = 0, *, strict: bool = False) -> Decoder:
+        return _CSVDecoder(self.name, start_offset)
+
+
+# --------------------------------------------------------------------------------------------
+# Fixed-header protobuf framing.
+
+
+class FixedDecoder(Decoder):
+    """Decoder of :class:`ProtobufFixedFraming`.
+
+    On a desync (a header not starting with the magic word) it scans the buffered bytes from
+    index 1 for the next magic word and discards everything before it, or all but the last 3
+    bytes if there is none (Gazette's rule). By default it then carries on, recording each
+    discarded ``(offset, length)`` in :attr:`skipped`; with ``strict=True`` it raises
+    :class:`DesyncError` instead. The decoder stays usable after that error: messages decoded
+    before the desync in the same :meth:`feed` are returned by the next call.
+    """
+
+    def __init__(self, start_offset: int = 0, *, strict: bool = False, max_message_size: int | None = None):
+        self.offset = start_offset  # Journal offset of self._buf[0].
+        self.strict = strict
+        self.max_message_size = max_message_size
+        self.skipped: list[tuple[int, int]] = []
+        self._buf = b""
+        self._pending: list[Message] = []
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    @property
+    def skipped_bytes(self) -> int:
+        return sum(n for _, n in self.skipped)
+
+    def feed(self, data: bytes) -> list[Message]:
+        buf = self._buf + data if self._buf else bytes(data)
+        out, self._pending = self._pending, []
+        append = out.append
+        pos, size, base = 0, len(buf), self.offset
+        error: DesyncError | None = None
+        max_size = self.max_message_size
+        while size - pos >= FIXED_HEADER_LEN:
+            magic, length = _HEADER.unpack_from(buf, pos)
+            if magic == FIXED_MAGIC:
+                if max_size is None or length <= max_size:
+                    end = pos + FIXED_HEADER_LEN + length
+                    if end > size:
+                        break
+                    append((base + pos, buf[pos + FIXED_HEADER_LEN : end]))
+                    pos = end
+                    continue
+                why = f"message length {length} exceeds max_message_size {max_size}"
+            else:
+                why = "header does not start with the magic word"
+            # Desync: resume at the next magic word after pos, else keep only the last 3 bytes.
+            found = buf.find(FIXED_MAGIC, pos + 1)
+            new_pos = found if found >= 0 else max(pos + 1, size - 3)
+            self.skipped.append((base + pos, new_pos - pos))
+            if self.strict:
+                error = DesyncError(
+                    f"protobuf-fixed: desync at offset {base + pos}: {why}; skipped {new_pos - pos} bytes",
+                    skipped=buf[pos:new_pos],
+                )
+                pos = new_pos
+                break
+            pos = new_pos
+        self._buf = buf[pos:] if pos else buf
+        self.offset = base + pos
+        if error is not None:
+            self._pending = out  # Returned by the next call.
+            raise error
+        return out
+
+    def finish(self) -> list[Message]:
+        out = self.feed(b"")  # Pending messages, and anything left after a strict desync.
+        rest = self._buf
+        if not rest or rest == b"\n":
+            self._buf = b""
+            return out
+        raise UnexpectedEOFError(
+            f"protobuf-fixed: content ends inside a message at offset {self.offset} ({len(rest)} bytes buffered)"
+        )
+
+
+class ProtobufFixedFraming(Framing):
+    """Fixed-header framing: magic ``66 33 93 36``, uint32 LE payload length, payload."""
+
+    name = "protobuf-fixed"
+    content_type = "application/x-protobuf-fixed"
+
+    def encode(self, payload: bytes) -> bytes:
+        if len(payload) > _MAX_FIXED_LEN:
+            raise FramingError(f"protobuf-fixed: payload of {len(payload)} bytes is too large")
+        return FIXED_MAGIC + len(payload).to_bytes(4, "little") + payload
+
+    def decoder(self, start_offset: int = 0, *, strict: bool = False) -> FixedDecoder:
+        return FixedDecoder(start_offset, strict=strict)
+
+
+# --------------------------------------------------------------------------------------------
+
+NDJSON = NDJSONFraming()
+PROTOBUF_FIXED = ProtobufFixedFraming()
+CSV = CSVFraming()
+LINES = LinesFraming()
+
+FRAMINGS: dict[str, Framing] = {f.name: f for f in (NDJSON, PROTOBUF_FIXED, CSV, LINES)}
+_BY_CONTENT_TYPE: dict[str, Framing] = {
+    "application/x-ndjson": NDJSON,
+    "application/x-protobuf-fixed": PROTOBUF_FIXED,
+    "text/csv": CSV,
+    "text/plain": LINES,
+}
+
+
+def framing_for_content_type(ct: str) -> Framing:
+    """The framing for a journal's ``content-type`` label value (parameters and case ignored).
+
+    Raises :class:`FramingError` for a content type without a framing (including
+    ``application/x-gazette-recoverylog``, which only Gazette consumers read).
+    """
+    key = ct.split(";", 1)[0].strip().lower()
+    try:
+        return _BY_CONTENT_TYPE[key]
+    except KeyError:
+        raise FramingError(
+            f"no framing for content-type {ct!r} (known: {', '.join(sorted(_BY_CONTENT_TYPE))})"
+        ) from None
+
+
+def framing_by_name(name: str) -> Framing:
+    """A framing by its short name (``ndjson``, ``protobuf-fixed``, ``csv``, ``lines``)."""
+    try:
+        return FRAMINGS[name.strip().lower()]
+    except KeyError:
+        raise FramingError(f"unknown framing {name!r} (known: {', '.join(sorted(FRAMINGS))})") from None
