@@ -24,6 +24,7 @@ from typing import BinaryIO
 
 import cramjam
 import zstandard
+
 from pyspark_gazette.errors import FragmentDecodeError
 from pyspark_gazette.protocol import codec_name, pb
 

@@ -1,0 +1,489 @@
+"""Fragment stores: parse store URLs, and put, list, open, sign and delete fragment files.
+
+A store URL names a bucket (or container) and a prefix (facts sheet 4.3); a fragment lives at
+``prefix + content_path`` with the URL's ``find``/``replace`` rewrite applied (facts sheet 4.2).
+``file://`` stores map under a local root directory and use the filesystem directly; remote
+schemes go through fsspec (s3fs for ``s3``, gcsfs for ``gs``, adlfs for ``azure``/``azure-ad``).
+
+Storage failures are translated here: a missing object is :class:`FragmentNotFoundError`,
+anything else :class:`StoreError` (retriable), invalid URLs :class:`StoreURLError`. Messages
+never carry credentials or URL signatures.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import logging
+import os
+import shutil
+import threading
+import urllib.parse
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from pyspark_gazette.errors import FragmentNameError, FragmentNotFoundError, StoreError, StoreURLError, redact_url
+from pyspark_gazette.fragments.names import FragmentRef
+from pyspark_gazette.fragments.urls import FragmentURLStream, open_fragment_url
+from pyspark_gazette.protocol import pb
+
+__all__ = ["FragmentStore", "FragmentURLStream", "StoreURL", "open_fragment_url", "parse_store_url"]
+
+logger = logging.getLogger(__name__)
+
+SCHEMES = ("s3", "gs", "azure", "azure-ad", "file")
+_COMMON_QUERY_KEYS = frozenset({"find", "replace"})
+QUERY_KEYS: dict[str, frozenset[str]] = {
+    "s3": _COMMON_QUERY_KEYS | {"profile", "endpoint", "acl", "storageclass", "sse", "ssekmskeyid", "region"},
+    "gs": _COMMON_QUERY_KEYS,
+    "azure": _COMMON_QUERY_KEYS,
+    "azure-ad": _COMMON_QUERY_KEYS,
+    "file": _COMMON_QUERY_KEYS,
+}
+_FS_PACKAGES = {"s3": "s3fs", "gs": "gcsfs", "azure": "adlfs", "azure-ad": "adlfs"}
+_COPY_CHUNK = 8 << 20
+_READ_BLOCK = 8 << 20
+PARTIAL_PREFIX = ".partial-"
+HEALTH_PROBE = ".gazette-store-health-check"
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    """A parsed fragment store URL. ``bucket`` is the URL host (empty for ``file``), ``prefix``
+    the path without its leading ``/`` (ending in ``/`` unless empty) and ``query`` the
+    arguments as ``(lowercase key, value)`` pairs."""
+
+    scheme: str
+    bucket: str
+    prefix: str
+    query: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: str = "") -> str:
+        for k, v in self.query:
+            if k == key:
+                return v
+        return default
+
+    def rewrite(self, content_path: str) -> str:
+        """Apply the ``find``/``replace`` rule to the first occurrence in ``content_path``."""
+        find = self.get("find")
+        return content_path.replace(find, self.get("replace"), 1) if find else content_path
+
+
+def parse_store_url(url: str) -> StoreURL:
+    """Parse and validate a fragment store URL (facts sheet 4.3); raises :class:`StoreURLError`."""
+
+    def bad(why: str) -> StoreURLError:
+        return StoreURLError(f"invalid fragment store URL {redact_url(url)!r}: {why}")
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as e:
+        raise bad(str(e)) from e
+    scheme = parts.scheme.lower()
+    if not scheme:
+        raise bad("not an absolute URL")
+    if scheme not in SCHEMES:
+        raise bad(f"unsupported scheme {scheme!r} (expected one of {', '.join(SCHEMES)})")
+    if parts.fragment:
+        raise bad("URL fragments ('#...') are not allowed")
+    if scheme == "file":
+        if parts.netloc:
+            raise bad("a file:// store URL has no host (write file:///path/)")
+    elif not parts.hostname:
+        raise bad("missing bucket (the URL host)")
+    path = urllib.parse.unquote(parts.path)
+    if not path.endswith("/"):
+        raise bad("path must end in '/'")
+    allowed = QUERY_KEYS[scheme]
+    query: list[tuple[str, str]] = []
+    for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        key = key.lower()
+        if key not in allowed:
+            raise bad(f"unknown query argument {key!r} for {scheme} (allowed: {', '.join(sorted(allowed))})")
+        if any(k == key for k, _ in query):
+            raise bad(f"query argument {key!r} is given more than once")
+        query.append((key, value))
+    bucket = parts.netloc if scheme != "file" else ""
+    return StoreURL(scheme=scheme, bucket=bucket, prefix=path[1:], query=tuple(query))
+
+
+def _restore_store(url: str, file_root: str | None, storage_options: dict[str, Any]) -> FragmentStore:
+    return FragmentStore(url, file_root=file_root, storage_options=storage_options)
+
+
+_FS_CACHE: dict[tuple[Any, ...], Any] = {}
+_FS_CACHE_LOCK = threading.Lock()
+
+
+class FragmentStore:
+    """Fragment files under one store URL.
+
+    ``file_root`` (default ``/``) is the local directory ``file://`` URLs are rooted at, like
+    the broker's ``--broker.file-root``. ``storage_options`` go to the fsspec filesystem and
+    may override the environment's credentials and settings: ``key``, ``secret``, ``token``,
+    ``anon``, ``endpoint_url``, ``region`` (s3), anything else is passed through. Filesystems
+    are created lazily and cached per process and options; pickling a store carries only its
+    constructor arguments, so stores built on the driver work in Spark executors.
+    """
+
+    def __init__(self, url: str, *, file_root: str | None = None, storage_options: Mapping[str, Any] | None = None):
+        self.url = url
+        self.parsed = parse_store_url(url)
+        self.file_root = file_root
+        self._storage_options = dict(storage_options or {})
+        self._fs_obj: Any = None
+        if self.parsed.scheme == "file":
+            self._root = os.path.abspath(file_root or "/")
+            self._disk_path(self.parsed.prefix)  # reject a URL path escaping the root
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_store, (self.url, self.file_root, self._storage_options))
+
+    def __repr__(self) -> str:
+        return f"FragmentStore({redact_url(self.url)!r})"
+
+    # -- paths -----------------------------------------------------------------------------
+
+    def object_path(self, ref: FragmentRef) -> str:
+        """The object key of ``ref`` in the bucket: ``prefix + content_path`` after find/replace."""
+        return self.parsed.prefix + self.parsed.rewrite(ref.content_path)
+
+    def _location(self, key: str) -> str:
+        """Where ``key`` lives for the filesystem: a disk path, or ``bucket/key`` for fsspec."""
+        scheme = self.parsed.scheme
+        if scheme == "file":
+            return self._disk_path(key)
+        if scheme == "azure-ad":  # azure-ad://<tenant>/<account>/<container>/<prefix>
+            return key.split("/", 1)[1] if "/" in key else key
+        return f"{self.parsed.bucket}/{key}"
+
+    def _disk_path(self, key: str) -> str:
+        path = os.path.normpath(self._root + os.sep + key)
+        root = self._root.rstrip(os.sep)
+        if path != self._root and not path.startswith(root + os.sep):
+            raise StoreURLError(f"path {key!r} of store {redact_url(self.url)!r} escapes the file root {self._root!r}")
+        return path
+
+    # -- operations ------------------------------------------------------------------------
+
+    def open_raw(self, ref: FragmentRef) -> BinaryIO:
+        """The stored (still compressed) bytes of ``ref``, as a readable stream."""
+        location = self._location(self.object_path(ref))
+        try:
+            if self.parsed.scheme == "file":
+                return open(location, "rb")  # noqa: SIM115 - the caller owns the stream
+            return _StoreStream(self._fs.open(location, "rb", block_size=_READ_BLOCK, cache_type="readahead"), ref)
+        except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+            raise self._not_found(ref, e) from e
+        except Exception as e:
+            raise self._store_error(f"opening fragment {ref.describe()}", e) from e
+
+    def put(self, ref: FragmentRef, src: BinaryIO | str | os.PathLike[str]) -> int:
+        """Store the (already compressed) file ``src`` as ``ref``; returns its mod_time (Unix s).
+
+        File stores write a ``.partial-*`` file beside the target and rename it into place.
+        GZIP_OFFLOAD_DECOMPRESSION files are uploaded with ``Content-Encoding: gzip``.
+        """
+        key = self.object_path(ref)
+        location = self._location(key)
+        try:
+            with _open_source(src) as source:
+                if self.parsed.scheme == "file":
+                    return self._put_file(location, source)
+                with self._fs.open(location, "wb", **self._put_options(ref)) as out:
+                    shutil.copyfileobj(source, out, _COPY_CHUNK)
+                return _mod_time(self._fs.info(location))
+        except StoreURLError:
+            raise
+        except Exception as e:
+            raise self._store_error(f"storing fragment {ref.describe()}", e) from e
+
+    def list(self, journal: str) -> list[FragmentRef]:
+        """Every fragment of ``journal`` in the store (searched recursively under
+        ``prefix + journal + '/'``), sorted by offsets. Unparseable names are logged and skipped."""
+        key = self.parsed.prefix + self.parsed.rewrite(journal + "/")
+        try:
+            entries = self._list_files(self._location(key))
+        except StoreURLError:
+            raise
+        except Exception as e:
+            raise self._store_error(f"listing journal {journal!r}", e) from e
+        refs = []
+        for relative, mod_time in entries:
+            if relative.endswith("/") or relative.rpartition("/")[2].startswith(PARTIAL_PREFIX):
+                continue
+            try:
+                refs.append(
+                    FragmentRef.from_relative_path(journal, relative, backing_store=self.url, mod_time=mod_time)
+                )
+            except FragmentNameError as e:
+                logger.warning(
+                    "ignoring file %r of journal %r in store %s: %s", relative, journal, redact_url(self.url), e
+                )
+        refs.sort(key=lambda r: (r.begin, r.end, r.path_postfix))
+        return refs
+
+    def delete(self, ref: FragmentRef) -> None:
+        """Remove ``ref`` from the store; a fragment already gone is not an error."""
+        location = self._location(self.object_path(ref))
+        try:
+            if self.parsed.scheme == "file":
+                os.remove(location)
+            else:
+                self._fs.rm_file(location)
+        except FileNotFoundError:
+            pass
+        except Exception as e:
+            raise self._store_error(f"deleting fragment {ref.describe()}", e) from e
+
+    def signed_url(self, ref: FragmentRef, ttl_seconds: float) -> str:
+        """A URL that reads ``ref`` for ``ttl_seconds``: presigned for cloud stores; for file
+        stores ``file://`` + URL path + content path, *without* the file root, as Gazette does."""
+        key = self.object_path(ref)
+        if self.parsed.scheme == "file":
+            return "file://" + urllib.parse.quote("/" + key, safe="/$&+,:;=@")
+        expires = max(1, int(-(-ttl_seconds // 1)))
+        try:
+            return str(self._fs.sign(self._location(key), expiration=expires))
+        except Exception as e:
+            raise self._store_error(f"signing a URL for fragment {ref.describe()}", e) from e
+
+    def health(self) -> str:
+        """``""`` if the store can be listed and written, else a description of the failure."""
+        try:
+            base = self._location(self.parsed.prefix)
+            probe = self._location(self.parsed.prefix + HEALTH_PROBE)
+            if self.parsed.scheme == "file":
+                os.makedirs(base, exist_ok=True)
+                os.listdir(base)
+                self._put_file(probe, io.BytesIO(b""))
+                os.remove(probe)
+                return ""
+            try:
+                self._fs.ls(base, detail=False)
+            except FileNotFoundError:
+                pass  # an empty prefix is healthy; a missing bucket fails the write below
+            self._fs.pipe_file(probe, b"")
+            try:
+                self._fs.rm_file(probe)
+            except Exception:  # the probe may stay; writes work
+                logger.debug("could not remove store health probe %s", redact_url(probe))
+            return ""
+        except Exception as e:
+            return redact_url(f"fragment store {self.url} is unhealthy: {type(e).__name__}: {e}")
+
+    # -- internals -------------------------------------------------------------------------
+
+    @property
+    def _fs(self) -> Any:
+        if self._fs_obj is None:
+            self._fs_obj = _filesystem(self.parsed, self._storage_options)
+        return self._fs_obj
+
+    def _put_options(self, ref: FragmentRef) -> dict[str, Any]:
+        if self.parsed.scheme != "s3":
+            return {}
+        options: dict[str, Any] = {}
+        for query_key, s3_key in (
+            ("storageclass", "StorageClass"),
+            ("sse", "ServerSideEncryption"),
+            ("ssekmskeyid", "SSEKMSKeyId"),
+        ):
+            if value := self.parsed.get(query_key):
+                options[s3_key] = value
+        if acl := self.parsed.get("acl"):
+            options["acl"] = acl
+        if ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
+            options["ContentEncoding"] = "gzip"
+        return options
+
+    @staticmethod
+    def _put_file(path: str, source: BinaryIO) -> int:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        partial = os.path.join(directory, f"{PARTIAL_PREFIX}{uuid.uuid4().hex}")
+        try:
+            with open(partial, "wb") as out:
+                shutil.copyfileobj(source, out, _COPY_CHUNK)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(partial, path)
+        except BaseException:
+            try:
+                os.remove(partial)
+            except OSError:
+                pass
+            raise
+        return int(os.stat(path).st_mtime)
+
+    def _list_files(self, base: str) -> list[tuple[str, int]]:
+        """(path relative to ``base``, mod_time) of every file below ``base``."""
+        out: list[tuple[str, int]] = []
+        if self.parsed.scheme == "file":
+            for directory, _dirs, files in os.walk(base):
+                for name in files:
+                    path = os.path.join(directory, name)
+                    try:
+                        mtime = int(os.stat(path).st_mtime)
+                    except FileNotFoundError:  # removed while listing
+                        continue
+                    out.append((os.path.relpath(path, base).replace(os.sep, "/"), mtime))
+            return out
+        base = base.rstrip("/") + "/"
+        try:
+            found = self._fs.find(base, detail=True, withdirs=False)
+        except FileNotFoundError:
+            return out
+        for path, info in found.items():
+            if not path.startswith(base) or info.get("type") == "directory":
+                continue
+            out.append((path[len(base) :], _mod_time(info)))
+        return out
+
+    def _not_found(self, ref: FragmentRef, e: BaseException) -> FragmentNotFoundError:
+        why = "access denied" if isinstance(e, PermissionError) else "no such file"
+        return FragmentNotFoundError(
+            f"fragment file not found in store {redact_url(self.url)} ({why})",
+            journal=ref.journal,
+            begin=ref.begin,
+            end=ref.end,
+            fragment=ref.content_path,
+        )
+
+    def _store_error(self, what: str, e: BaseException) -> StoreError:
+        if isinstance(e, StoreError):
+            return e
+        return StoreError(redact_url(f"{what} in store {self.url}: {type(e).__name__}: {e}"))
+
+
+class _StoreStream(io.BufferedIOBase):
+    """A remote file opened for reading, translating storage failures into our errors."""
+
+    def __init__(self, f: Any, ref: FragmentRef) -> None:
+        super().__init__()
+        self._f = f
+        self._ref = ref
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        try:
+            return bytes(self._f.read(-1 if size is None else size))
+        except FileNotFoundError as e:
+            raise FragmentNotFoundError(
+                "fragment file disappeared while reading",
+                journal=self._ref.journal,
+                begin=self._ref.begin,
+                end=self._ref.end,
+                fragment=self._ref.content_path,
+            ) from e
+        except (OSError, ValueError) as e:
+            if self.closed:
+                raise
+            raise StoreError(redact_url(f"reading fragment {self._ref.describe()}: {type(e).__name__}: {e}")) from e
+
+    read1 = read
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._f.close()
+            finally:
+                super().close()
+
+
+class _open_source:
+    """Context manager yielding a readable binary stream for a path or an open stream (which
+    is left open)."""
+
+    def __init__(self, src: BinaryIO | str | os.PathLike[str]) -> None:
+        self._src = src
+        self._owned: BinaryIO | None = None
+
+    def __enter__(self) -> BinaryIO:
+        if isinstance(self._src, (str, os.PathLike)):
+            self._owned = open(self._src, "rb")  # noqa: SIM115
+            return self._owned
+        return self._src
+
+    def __exit__(self, *exc: object) -> None:
+        if self._owned is not None:
+            self._owned.close()
+
+
+def _mod_time(info: Mapping[str, Any]) -> int:
+    """Unix seconds of an fsspec info dict's last-modified time (s3fs, gcsfs, adlfs, local)."""
+    for key in ("LastModified", "last_modified", "mtime", "updated", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, _dt.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=_dt.timezone.utc)
+            return int(value.timestamp())
+        if isinstance(value, (int, float)):
+            return int(value)
+        if isinstance(value, str):
+            parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=_dt.timezone.utc)
+            return int(parsed.timestamp())
+    return 0
+
+
+def _filesystem(url: StoreURL, storage_options: Mapping[str, Any]) -> Any:
+    """The fsspec filesystem of a store, cached per process, scheme and options."""
+    key = (os.getpid(), url.scheme, url.bucket, url.query, repr(sorted(storage_options.items(), key=lambda kv: kv[0])))
+    with _FS_CACHE_LOCK:
+        fs = _FS_CACHE.get(key)
+        if fs is None:
+            fs = _FS_CACHE[key] = _new_filesystem(url, dict(storage_options))
+        return fs
+
+
+def _new_filesystem(url: StoreURL, options: dict[str, Any]) -> Any:
+    try:
+        if url.scheme == "s3":
+            import s3fs
+
+            return s3fs.S3FileSystem(**_s3_options(url, options))
+        if url.scheme == "gs":
+            import gcsfs
+
+            return gcsfs.GCSFileSystem(**options)
+        import adlfs
+
+        if url.scheme == "azure":
+            options.setdefault("account_name", os.environ.get("AZURE_ACCOUNT_NAME"))
+            options.setdefault("account_key", os.environ.get("AZURE_ACCOUNT_KEY"))
+        else:  # azure-ad://<tenant>/<account>/<container>/...
+            options.setdefault("tenant_id", url.bucket)
+            options.setdefault("account_name", url.prefix.split("/", 1)[0])
+            options.setdefault("client_id", os.environ.get("AZURE_CLIENT_ID"))
+            options.setdefault("client_secret", os.environ.get("AZURE_CLIENT_SECRET"))
+        return adlfs.AzureBlobFileSystem(**options)
+    except ImportError as e:
+        package = _FS_PACKAGES[url.scheme]
+        raise StoreError(f"{url.scheme}:// fragment stores need the {package!r} package: pip install {package}") from e
+
+
+def _s3_options(url: StoreURL, options: dict[str, Any]) -> dict[str, Any]:
+    client_kwargs: dict[str, Any] = dict(options.pop("client_kwargs", None) or {})
+    config_kwargs: dict[str, Any] = dict(options.pop("config_kwargs", None) or {})
+    endpoint = options.pop("endpoint_url", None) or url.get("endpoint") or None
+    region = options.pop("region", None) or url.get("region") or None
+    if endpoint:
+        # A custom endpoint (MinIO, moto, ...) means path-style addressing, as in Gazette.
+        config_kwargs.setdefault("s3", {}).setdefault("addressing_style", "path")
+    config_kwargs.setdefault("signature_version", "s3v4")  # presigned URLs use SigV4, like Gazette
+    if region:
+        client_kwargs["region_name"] = region
+    if url.get("profile") and "profile" not in options:
+        options["profile"] = url.get("profile")
+    options.setdefault("use_listings_cache", False)
+    options.setdefault("skip_instance_cache", True)
+    return {**options, "endpoint_url": endpoint, "client_kwargs": client_kwargs, "config_kwargs": config_kwargs}
