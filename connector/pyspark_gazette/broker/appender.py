@@ -1,0 +1,231 @@
+"""The Append RPC: stream shape, preconditions, flow control, commit and acknowledgement.
+
+Stream shape (facts sheet 3.2): a first message with the parameters and no content, then
+content-only chunks, then one empty message (commit), then the client half-closes. Content on
+the first message, other fields on a chunk, or any message after the commit is a gRPC error
+(INVALID_ARGUMENT); EOF before the commit rolls the append back and is a gRPC error (ABORTED).
+Either way nothing of the append becomes visible.
+
+Flow control: once the append holds the journal, the client must keep sending at least
+``min_append_rate`` bytes/s after one second of initial credit, or the append is rolled back
+with RESOURCE_EXHAUSTED "client stream didn't sustain the minimum append data rate". A reader
+thread pulls the request stream into a small buffer so the handler can wait for the next chunk
+with a deadline (a wait on an event, not polling).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import deque
+
+import grpc
+
+from pyspark_gazette.broker.core import BrokerCore
+from pyspark_gazette.broker.journal import apply_registers
+from pyspark_gazette.protocol import pb, sha1sum_from_digest
+from pyspark_gazette.protocol.labels import validate_label_set, validate_selector
+
+RATE_ERROR = "client stream didn't sustain the minimum append data rate"
+INITIAL_CREDIT_SECONDS = 1.0
+BUFFERED_MESSAGES = 8
+FULL = pb.JournalSpec.Suspend.FULL
+NONE = pb.JournalSpec.Suspend.NONE
+
+
+class _Timeout(Exception):
+    pass
+
+
+_EOF = object()
+
+
+class RequestSource:
+    """Reads a request iterator on its own thread into a bounded buffer."""
+
+    def __init__(self, iterator):
+        self._iterator = iterator
+        self._cond = threading.Condition()
+        self._buf: deque = deque()
+        self._closed = False
+        self._thread = threading.Thread(target=self._pump, name="gazette-append-reader", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        item: object
+        try:
+            for req in self._iterator:
+                with self._cond:
+                    while len(self._buf) >= BUFFERED_MESSAGES and not self._closed:
+                        self._cond.wait()
+                    if self._closed:
+                        return
+                    self._buf.append(req)
+                    self._cond.notify_all()
+            item = _EOF
+        except BaseException as e:  # the RPC was cancelled or failed
+            item = e
+        with self._cond:
+            self._buf.append(item)
+            self._cond.notify_all()
+
+    def get(self, deadline: float | None):
+        """The next request, ``_EOF``, or an exception instance; raises _Timeout past ``deadline``."""
+        with self._cond:
+            while not self._buf:
+                if deadline is None:
+                    self._cond.wait()
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _Timeout()
+                self._cond.wait(left)
+            item = self._buf.popleft()
+            self._cond.notify_all()
+            return item
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._buf.clear()
+            self._cond.notify_all()
+
+
+def _is_content_only(req: pb.AppendRequest) -> bool:
+    return not (
+        req.journal
+        or req.do_not_proxy
+        or req.offset
+        or req.suspend
+        or req.min_etcd_revision
+        or req.HasField("header")
+        or req.HasField("check_registers")
+        or req.HasField("union_registers")
+        or req.HasField("subtract_registers")
+    )
+
+
+def serve_append(core: BrokerCore, request_iterator, context: grpc.ServicerContext) -> pb.AppendResponse:
+    source = RequestSource(request_iterator)
+    try:
+        return _serve(core, source, context)
+    finally:
+        source.close()
+
+
+def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContext) -> pb.AppendResponse:
+    headers = core.headers
+    first = source.get(None)
+    if first is _EOF:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a first AppendRequest with the journal")
+    if isinstance(first, BaseException):
+        context.abort(grpc.StatusCode.CANCELLED, "append stream failed before its first message")
+    req: pb.AppendRequest = first
+    if req.content:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first AppendRequest must not carry content")
+    if not req.journal:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first AppendRequest must name the journal")
+    if req.offset < 0:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid append offset {req.offset}")
+    try:
+        if req.HasField("check_registers"):
+            validate_selector(req.check_registers)
+        for field in ("union_registers", "subtract_registers"):
+            if req.HasField(field):
+                validate_label_set(getattr(req, field))
+    except ValueError as e:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"registers: {e}")
+    name = req.journal.split(";", 1)[0]
+    journal = core.journal(name)
+    if journal is None:
+        return pb.AppendResponse(status=pb.JOURNAL_NOT_FOUND, header=headers.header())
+    suspended = journal.spec.HasField("suspend") and journal.spec.suspend.level != NONE
+    if suspended and journal.spec.suspend.level == FULL and req.suspend != pb.AppendRequest.SUSPEND_RESUME:
+        return pb.AppendResponse(status=pb.SUSPENDED, header=headers.header())
+    journal.listed.wait()
+
+    def status(code: int, **extra) -> pb.AppendResponse:
+        return pb.AppendResponse(status=code, header=headers.header(), **extra)
+
+    with journal.append_lock:
+        if journal.closed:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"journal {name!r} is closing")
+        if req.HasField("check_registers") and not journal.check_registers(req.check_registers):
+            return status(pb.REGISTER_MISMATCH, registers=journal.seq_registers)
+        head = journal.pipeline_head()
+        with journal.cond:
+            max_offset = max(head, journal.index.remote_end())
+        if req.offset == 0 and head != max_offset and journal.writable:
+            return status(pb.INDEX_HAS_GREATER_OFFSET)
+        if req.offset != 0 and req.offset != max_offset:
+            return status(pb.WRONG_APPEND_OFFSET)
+        mode = req.suspend
+        suspended = journal.spec.HasField("suspend") and journal.spec.suspend.level != NONE
+        if suspended and mode == pb.AppendRequest.SUSPEND_NO_RESUME:
+            return status(pb.SUSPENDED)
+        if suspended and mode in (pb.AppendRequest.SUSPEND_IF_FLUSHED, pb.AppendRequest.SUSPEND_NOW):
+            return status(pb.SUSPENDED)
+        if mode in (pb.AppendRequest.SUSPEND_IF_FLUSHED, pb.AppendRequest.SUSPEND_NOW):
+            return status(pb.NOT_ALLOWED)  # suspending journals is not supported here
+        if suspended and mode == pb.AppendRequest.SUSPEND_RESUME:
+            core.resume(journal)
+
+        now = time.time()
+        spool = journal.maybe_roll(now, target=max_offset)
+        begin = spool.seq_end
+        sha_state = spool.sha1_state()
+        append_sha = hashlib.sha1()
+        rate = core.min_append_rate
+        started = time.monotonic() + INITIAL_CREDIT_SECONDS
+        received = chunks = 0
+        done = False
+        try:
+            while True:
+                deadline = started + received / rate if rate > 0 else None
+                try:
+                    msg = source.get(deadline)
+                except _Timeout:
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_ERROR)
+                if msg is _EOF:
+                    context.abort(grpc.StatusCode.ABORTED, "append stream ended without a commit message (rolled back)")
+                if isinstance(msg, BaseException):
+                    context.abort(grpc.StatusCode.CANCELLED, "append stream failed (rolled back)")
+                if not _is_content_only(msg):
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Content chunk")
+                content = msg.content
+                if not content:
+                    break  # the commit message
+                if not journal.writable:
+                    return status(pb.NOT_ALLOWED)
+                if mode == pb.AppendRequest.SUSPEND_KEEP:
+                    return status(pb.NOT_ALLOWED)
+                spool.write(content)
+                append_sha.update(content)
+                received += len(content)
+                chunks += 1
+            msg = source.get(started + received / rate if rate > 0 else None)
+            if msg is not _EOF:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected EOF after the commit message")
+            if received == 0 and (req.HasField("union_registers") or req.HasField("subtract_registers")):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "register modification requires non-empty Append")
+            registers = journal.seq_registers
+            if received:
+                registers = apply_registers(registers, req.union_registers, req.subtract_registers)
+                journal.commit(spool, registers, now)
+            end = spool.seq_end
+            done = True
+        except _Timeout:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_ERROR)
+        finally:
+            if not done:
+                spool.rollback(begin, sha_state)
+    journal.wait_durable(spool, end)  # group commit: sync outside the append lock
+    commit = pb.Fragment(
+        journal=name,
+        begin=begin,
+        end=end,
+        sum=sha1sum_from_digest(append_sha.digest()),
+        compression_codec=spool.codec,
+    )
+    return status(pb.OK, commit=commit, registers=registers, total_chunks=chunks)

@@ -1,0 +1,151 @@
+""":class:`EmbeddedBroker`: run the Gazette-compatible broker inside a Python process.
+
+Usage::
+
+    with EmbeddedBroker("/tmp/gazette-data", file_root="/tmp/gazette-fragments") as broker:
+        channel = grpc.insecure_channel(broker.target)
+        ...  # any Gazette client, pointed at broker.address
+
+It binds loopback by default; ``port=0`` picks a free port, readable from :attr:`port` and
+:attr:`address` once started.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE, BrokerCore
+from pyspark_gazette.broker.headers import new_process_suffix
+from pyspark_gazette.broker.server import JournalServicer
+from pyspark_gazette.protocol import pb_grpc
+
+log = logging.getLogger(__name__)
+
+#: Largest AppendRequest the server accepts (Gazette's default --max-grpc-recv-size).
+DEFAULT_MAX_RECEIVE = 4 * 1024 * 1024
+DEFAULT_MAX_WORKERS = 64
+
+
+class EmbeddedBroker:
+    """A single-node Gazette broker serving ``protocol.Journal`` over gRPC.
+
+    :param data_dir: where spools, commit logs and journal specs live (created if missing).
+    :param host: interface to bind; loopback unless you mean otherwise.
+    :param port: TCP port, 0 for any free port.
+    :param file_root: directory that ``file:///`` store URLs are rooted at.
+    :param storage_options: extra fsspec/s3fs options for the fragment stores.
+    :param min_append_rate: bytes/s an appending client must sustain (after 1 s of credit);
+        0 disables the check.
+    :param process_suffix: the broker's ``process_id.suffix``; unique per instance by default.
+    :param max_workers: gRPC worker threads (each blocking Read or List watch holds one).
+    :param max_receive_message_size: largest request message accepted.
+    :param persist_timeout: seconds :meth:`stop` waits for spools to be persisted.
+    """
+
+    def __init__(
+        self,
+        data_dir: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        file_root: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+        min_append_rate: int = DEFAULT_MIN_APPEND_RATE,
+        process_suffix: str | None = None,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+        max_receive_message_size: int = DEFAULT_MAX_RECEIVE,
+        persist_timeout: float = 30.0,
+    ):
+        self.data_dir = data_dir
+        self.host = host
+        self._requested_port = port
+        self.file_root = file_root
+        self.storage_options = storage_options
+        self.min_append_rate = min_append_rate
+        self.process_suffix = process_suffix or new_process_suffix()
+        self.max_workers = max_workers
+        self.max_receive_message_size = max_receive_message_size
+        self.persist_timeout = persist_timeout
+        self.port: int | None = None
+        self.core: BrokerCore | None = None
+        self._server: grpc.Server | None = None
+
+    @property
+    def address(self) -> str:
+        """``http://host:port``, the broker's endpoint as Gazette clients name it."""
+        if self.port is None:
+            raise RuntimeError("the broker is not started")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def target(self) -> str:
+        """``host:port`` for ``grpc.insecure_channel``."""
+        return self.address[len("http://") :]
+
+    def start(self) -> EmbeddedBroker:
+        if self._server is not None:
+            raise RuntimeError("the broker is already started")
+        core = BrokerCore(
+            self.data_dir,
+            suffix=self.process_suffix,
+            file_root=self.file_root,
+            storage_options=self.storage_options,
+            min_append_rate=self.min_append_rate,
+        )
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="gazette-rpc"),
+            options=[
+                ("grpc.max_receive_message_length", self.max_receive_message_size),
+                ("grpc.max_send_message_length", 16 * 1024 * 1024),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        pb_grpc.add_JournalServicer_to_server(JournalServicer(core), server)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = server.add_insecure_port(f"{host}:{self._requested_port}")
+        if port == 0:
+            core.stop(0)
+            raise OSError(f"could not bind {self.host}:{self._requested_port}")
+        self.port = port
+        core.headers.endpoint = self.address
+        server.start()
+        self.core, self._server = core, server
+        log.info("gazette broker listening on %s", self.address)
+        return self
+
+    def stop(self, grace: float | None = 5.0) -> None:
+        """Stop serving (in-flight RPCs get ``grace`` seconds), roll and persist spools."""
+        server, core = self._server, self.core
+        if server is None or core is None:
+            return
+        core.begin_stop()
+        server.stop(grace).wait()
+        core.stop(self.persist_timeout)
+        self._server = None
+
+    def refresh(self, journal: str) -> None:
+        """List a journal's fragment stores into its index now (tests, notebooks)."""
+        if self.core is None:
+            raise RuntimeError("the broker is not started")
+        self.core.refresh(journal)
+
+    def wait_persisted(self, timeout: float = 30.0) -> bool:
+        """Wait until every rolled spool has been persisted (or ``timeout`` passed)."""
+        if self.core is None:
+            raise RuntimeError("the broker is not started")
+        return self.core.persister.drain(timeout)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self.address if self.port is not None else "not started"
+        return f"EmbeddedBroker({where}, data_dir={self.data_dir!r})"

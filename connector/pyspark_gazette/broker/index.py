@@ -1,0 +1,121 @@
+"""A journal's fragment index: persisted fragments from its stores plus local spools.
+
+Two sources feed it: the *remote* set, replaced by every store listing (and extended by the
+persister as soon as it uploads a spool), and the journal's *local* spools (rolled spools still
+waiting to be persisted and the current spool), which the journal passes in at query time.
+
+:func:`cover_set` is what ListFragments returns; :meth:`FragmentIndex.query` answers a Read:
+the longest fragment covering an offset, or the fragment a reader may jump to over a hole.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyspark_gazette.fragments import FragmentRef
+
+#: A hole in the middle of a journal is skipped only when the fragment after it is older than
+#: this (it may still be uploading otherwise), facts sheet 3.1.6.
+HOLE_JUMP_AGE = 6 * 3600
+
+
+def cover_set(fragments: Iterable[FragmentRef]) -> list[FragmentRef]:
+    """Fragments ordered by begin, dropping any fully covered by another.
+
+    Of two fragments with the same span the persisted one is kept.
+    """
+    ordered = sorted(fragments, key=lambda f: (f.begin, -f.end, 0 if f.is_persisted else 1))
+    out: list[FragmentRef] = []
+    max_end = -1
+    for f in ordered:
+        # Sorted by begin, so an earlier fragment reaching max_end also begins at or before f.
+        if f.end <= max_end or f.end == f.begin:
+            continue
+        out.append(f)
+        max_end = f.end
+    return out
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """The fragment to serve for a read offset, and the (possibly jumped) offset."""
+
+    fragment: FragmentRef
+    offset: int
+
+
+class FragmentIndex:
+    """The remote fragment set of one journal. Not thread-safe: the journal's lock guards it."""
+
+    def __init__(self) -> None:
+        self.remote: dict[tuple[int, int, str], FragmentRef] = {}
+        # Fragments the persister added since the last listing began, kept across a listing
+        # that raced with the upload.
+        self._recent: dict[tuple[int, int, str], tuple[FragmentRef, float]] = {}
+
+    @staticmethod
+    def _key(f: FragmentRef) -> tuple[int, int, str]:
+        return (f.begin, f.end, f.sum)
+
+    def add_persisted(self, ref: FragmentRef) -> None:
+        self.remote[self._key(ref)] = ref
+        self._recent[self._key(ref)] = (ref, time.monotonic())
+
+    def replace_remote(self, listed: Iterable[FragmentRef], listing_started: float) -> None:
+        """Install a store listing that began at ``listing_started`` (monotonic seconds)."""
+        remote = {self._key(f): f for f in listed}
+        for key, (ref, added) in list(self._recent.items()):
+            if added >= listing_started:
+                remote.setdefault(key, ref)
+            else:
+                del self._recent[key]
+        self.remote = remote
+
+    def remote_end(self) -> int:
+        return max((f.end for f in self.remote.values()), default=0)
+
+    def all(self, local: Iterable[FragmentRef]) -> list[FragmentRef]:
+        return cover_set(list(self.remote.values()) + [f for f in local if f.end > f.begin])
+
+    def query(
+        self, offset: int, local: list[FragmentRef], *, begin_mod_time: int = 0, now: float | None = None
+    ) -> QueryResult | None:
+        """The fragment a read at ``offset`` is served from, or None if it must wait.
+
+        A fragment covering ``offset`` wins (the one reaching furthest). Otherwise the read may
+        jump forward to the next fragment when that one is persisted and either the hole is
+        before the journal's first fragment or the fragment is older than 6 hours. Persisted
+        fragments modified before ``begin_mod_time`` are ignored, so reads skip them.
+        """
+        now = time.time() if now is None else now
+        candidates = [f for f in local if f.end > f.begin]
+        for f in self.remote.values():
+            if begin_mod_time and f.mod_time and f.mod_time < begin_mod_time:
+                continue
+            candidates.append(f)
+        best: FragmentRef | None = None
+        nxt: FragmentRef | None = None
+        first_begin = None
+        for f in candidates:
+            if first_begin is None or f.begin < first_begin:
+                first_begin = f.begin
+            if f.begin <= offset < f.end:
+                if best is None or f.end > best.end or (f.end == best.end and f.is_persisted and not best.is_persisted):
+                    best = f
+            elif f.begin > offset:
+                if nxt is None or f.begin < nxt.begin or (f.begin == nxt.begin and f.end > nxt.end):
+                    nxt = f
+        if best is not None:
+            return QueryResult(best, offset)
+        if nxt is None:
+            return None
+        skipped_by_mod_time = begin_mod_time and any(
+            f.begin <= offset < f.end and f.mod_time and f.mod_time < begin_mod_time for f in self.remote.values()
+        )
+        if skipped_by_mod_time or (
+            nxt.is_persisted and (offset < (first_begin or 0) or nxt.mod_time < now - HOLE_JUMP_AGE)
+        ):
+            return QueryResult(nxt, nxt.begin)
+        return None

@@ -1,0 +1,102 @@
+"""Command line entry of the broker: ``python -m pyspark_gazette.broker`` / :func:`broker_main`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+
+from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE
+from pyspark_gazette.broker.embedded import EmbeddedBroker
+
+
+def build_parser(prog: str = "python -m pyspark_gazette.broker") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Run a single-node Gazette-compatible broker. It binds loopback (127.0.0.1) by default; "
+        "pass --listen 0.0.0.0:PORT to serve other hosts (there is no authentication).",
+    )
+    p.add_argument(
+        "--listen",
+        default="127.0.0.1:8080",
+        metavar="HOST:PORT",
+        help="address to serve gRPC on (default %(default)s; port 0 = any free port)",
+    )
+    p.add_argument(
+        "--data-dir", required=True, metavar="DIR", help="directory for spools, commit logs and journal specs"
+    )
+    p.add_argument(
+        "--file-root", default=None, metavar="DIR", help="directory that file:/// fragment store URLs are rooted at"
+    )
+    p.add_argument(
+        "--min-append-rate",
+        type=int,
+        default=DEFAULT_MIN_APPEND_RATE,
+        metavar="BYTES",
+        help="bytes/s an appender must sustain (default %(default)s; 0 = off)",
+    )
+    p.add_argument(
+        "--process-suffix", default=None, help="process_id suffix reported in headers (default: unique per run)"
+    )
+    p.add_argument(
+        "--storage-options",
+        default=None,
+        metavar="JSON",
+        help="JSON object of extra fsspec/s3fs options for fragment stores",
+    )
+    p.add_argument(
+        "--grace", type=float, default=5.0, help="seconds in-flight RPCs get at shutdown (default %(default)s)"
+    )
+    p.add_argument("--log-level", default="WARNING", help="logging level (default %(default)s)")
+    return p
+
+
+def _split_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"--listen expects HOST:PORT, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark_gazette.broker") -> int:
+    """Run the broker until SIGTERM or SIGINT; returns the process exit code."""
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    try:
+        host, port = _split_listen(args.listen)
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))
+    storage_options = json.loads(args.storage_options) if args.storage_options else None
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    stop = threading.Event()
+
+    def on_signal(signum, frame) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    broker = EmbeddedBroker(
+        args.data_dir,
+        host=host,
+        port=port,
+        file_root=args.file_root,
+        storage_options=storage_options,
+        min_append_rate=args.min_append_rate,
+        process_suffix=args.process_suffix,
+    )
+    try:
+        broker.start()
+        print(
+            f"gazette broker listening on {broker.address} (data dir {args.data_dir}, file root {args.file_root or '-'})",
+            flush=True,
+        )
+        stop.wait()
+    finally:
+        broker.stop(grace=args.grace)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

@@ -1,0 +1,290 @@
+"""The ``protocol.Journal`` gRPC servicer: List, Apply, Read, ListFragments, FragmentStoreHealth.
+
+Append lives in :mod:`pyspark_gazette.broker.appender`. Status outcomes (journal not found,
+offset not yet available, ...) are protocol responses; malformed requests are gRPC errors
+(INVALID_ARGUMENT with the reason), as in Gazette.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import grpc
+
+from pyspark_gazette.broker import appender
+from pyspark_gazette.broker.core import BrokerCore
+from pyspark_gazette.broker.journal import Journal
+from pyspark_gazette.broker.specs import SpecError, validate_apply
+from pyspark_gazette.errors import redact_url
+from pyspark_gazette.fragments import FragmentRef, open_decompressor, parse_store_url
+from pyspark_gazette.protocol import MAX_READ_CHUNK, pb, pb_grpc
+from pyspark_gazette.protocol.labels import matches, validate_selector
+
+log = logging.getLogger(__name__)
+
+LIST_PAGE = 25
+DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 1000, 10_000
+READ_URL_TTL = 60
+FULL = pb.JournalSpec.Suspend.FULL
+
+
+def journal_name(text: str) -> str:
+    """Strip a ``;meta`` suffix (ignored for resolution)."""
+    return text.split(";", 1)[0]
+
+
+class JournalServicer(pb_grpc.JournalServicer):
+    def __init__(self, core: BrokerCore):
+        self.core = core
+        self.headers = core.headers
+
+    # ---------------------------------------------------------------- List
+
+    def List(self, request: pb.ListRequest, context: grpc.ServicerContext) -> Iterator[pb.ListResponse]:
+        try:
+            validate_selector(request.selector)
+        except ValueError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"selector: {e}")
+        if not request.watch:
+            yield from self._snapshot(request.selector)
+            return
+        core = self.core
+        wake = lambda: core._notify_changed()  # noqa: E731
+        context.add_callback(wake)
+        min_revision = request.watch_resume.etcd.revision + 1 if request.HasField("watch_resume") else 0
+        seen_revision = -1
+        last_key = None
+        while True:
+            with core.changed:
+                while context.is_active() and not core.stopping:
+                    revision = core.registry.state.revision
+                    if revision >= min_revision and revision != seen_revision:
+                        break
+                    core.changed.wait()
+                if not context.is_active() or core.stopping:
+                    return
+            revision, entries = core.registry.snapshot()
+            seen_revision = revision
+            matched = [e for e in entries if matches(request.selector, e.spec.labels, journal_name=e.spec.name)]
+            key = (len(matched), max((e.mod_revision for e in matched), default=0))
+            if key == last_key:
+                continue
+            last_key = key
+            yield from self._pages(matched, revision)
+            yield pb.ListResponse()
+
+    def _snapshot(self, selector: pb.LabelSelector) -> Iterator[pb.ListResponse]:
+        revision, entries = self.core.registry.snapshot()
+        matched = [e for e in entries if matches(selector, e.spec.labels, journal_name=e.spec.name)]
+        yield from self._pages(matched, revision)
+
+    def _pages(self, entries, revision: int) -> Iterator[pb.ListResponse]:
+        route = self.headers.route()
+        journals = [
+            pb.ListResponse.Journal(
+                spec=e.spec, mod_revision=e.mod_revision, create_revision=e.create_revision, route=route
+            )
+            for e in entries
+        ]
+        first = pb.ListResponse(
+            status=pb.OK, header=self.headers.header(revision=revision), journals=journals[:LIST_PAGE]
+        )
+        yield first
+        for i in range(LIST_PAGE, len(journals), LIST_PAGE):
+            yield pb.ListResponse(journals=journals[i : i + LIST_PAGE])
+
+    # ---------------------------------------------------------------- Apply
+
+    def Apply(self, request: pb.ApplyRequest, context: grpc.ServicerContext) -> pb.ApplyResponse:
+        try:
+            validate_apply(request)
+        except SpecError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        ok, revision = self.core.apply(list(request.changes))
+        status = pb.OK if ok else pb.ETCD_TRANSACTION_FAILED
+        return pb.ApplyResponse(status=status, header=self.headers.header(revision=revision))
+
+    # ---------------------------------------------------------------- Append
+
+    def Append(self, request_iterator, context: grpc.ServicerContext) -> pb.AppendResponse:
+        return appender.serve_append(self.core, request_iterator, context)
+
+    def Replicate(self, request_iterator, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "the embedded broker has no peers to replicate with")
+
+    # ---------------------------------------------------------------- Read
+
+    def _resolve(self, name: str) -> tuple[Journal | None, int]:
+        journal = self.core.journal(journal_name(name))
+        if journal is None:
+            return None, pb.JOURNAL_NOT_FOUND
+        if journal.spec.HasField("suspend") and journal.spec.suspend.level == FULL:
+            return journal, pb.SUSPENDED
+        return journal, pb.OK
+
+    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[pb.ReadResponse]:
+        if request.offset < -1:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid offset {request.offset} (expected >= -1)")
+        if request.end_offset and request.offset != -1 and request.end_offset < request.offset:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"invalid end_offset {request.end_offset} (< offset {request.offset})"
+            )
+        journal, status = self._resolve(request.journal)
+        if status == pb.OK and not journal.readable:
+            status = pb.NOT_ALLOWED
+        if status != pb.OK:
+            yield pb.ReadResponse(status=status, header=self.headers.header())
+            return
+        journal.listed.wait()
+        core = self.core
+
+        def wake() -> None:
+            with journal.cond:
+                journal.cond.notify_all()
+
+        context.add_callback(wake)
+        offset = request.offset
+        header = self.headers.header()
+        while True:
+            with journal.cond:
+                if offset == -1:
+                    offset = journal.write_head()
+                while True:
+                    if core.stopping or journal.closed or not context.is_active():
+                        return
+                    result = journal.query(offset, request.begin_mod_time)
+                    if result is not None or not request.block:
+                        break
+                    journal.cond.wait()
+                write_head = journal.write_head()
+                spool = journal.spool_for(result.fragment) if result is not None else None
+            if result is None:
+                yield pb.ReadResponse(
+                    status=pb.OFFSET_NOT_YET_AVAILABLE, header=header, offset=offset, write_head=write_head
+                )
+                return
+            frag, offset = result.fragment, result.offset
+            url = ""
+            if frag.is_persisted:
+                try:
+                    url = self.core.stores.get(frag.backing_store).signed_url(frag, READ_URL_TTL)
+                except Exception as e:
+                    log.warning("signing %s failed: %s", frag.describe(), redact_url(str(e)))
+            yield pb.ReadResponse(
+                status=pb.OK,
+                header=header,
+                offset=offset,
+                write_head=write_head,
+                fragment=frag.to_proto(),
+                fragment_url=url,
+            )
+            header = None
+            if request.metadata_only or (frag.is_persisted and request.do_not_proxy):
+                return
+            if request.end_offset and offset >= request.end_offset:
+                return
+            stop = min(frag.end, request.end_offset) if request.end_offset else frag.end
+            if frag.is_persisted:
+                yield from self._stream_remote(frag, offset, stop, context)
+            else:
+                try:
+                    yield from _stream_local(spool, offset, stop)
+                except FileNotFoundError:
+                    continue  # persisted and removed meanwhile: query again
+            offset = stop
+            if request.end_offset and offset >= request.end_offset:
+                return
+
+    def _stream_remote(self, frag: FragmentRef, offset: int, stop: int, context) -> Iterator[pb.ReadResponse]:
+        store = self.core.stores.get(frag.backing_store)
+        try:
+            raw = store.open_raw(frag)
+        except Exception as e:
+            context.abort(grpc.StatusCode.UNAVAILABLE, redact_url(f"opening fragment {frag.describe()}: {e}"))
+        try:
+            reader = open_decompressor(frag.codec, raw)
+            skip = offset - frag.begin
+            while skip:
+                block = reader.read(min(skip, 1 << 20))
+                if not block:
+                    break
+                skip -= len(block)
+            pos = offset
+            while pos < stop and not skip:
+                data = reader.read(min(MAX_READ_CHUNK, stop - pos))
+                if not data:
+                    break
+                yield pb.ReadResponse(offset=pos, content=data)
+                pos += len(data)
+            if pos < stop:
+                context.abort(grpc.StatusCode.DATA_LOSS, f"fragment {frag.describe()} ended at {pos}, before {stop}")
+        finally:
+            raw.close()
+
+    # ---------------------------------------------------------------- ListFragments
+
+    def ListFragments(self, request: pb.FragmentsRequest, context: grpc.ServicerContext) -> pb.FragmentsResponse:
+        limit = request.page_limit or DEFAULT_PAGE_LIMIT
+        if not 0 < limit <= MAX_PAGE_LIMIT:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"invalid page_limit {request.page_limit} (expected 0..{MAX_PAGE_LIMIT})",
+            )
+        if request.next_page_token < 0:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid next_page_token {request.next_page_token}")
+        if request.end_mod_time and request.end_mod_time < request.begin_mod_time:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid end_mod_time (< begin_mod_time)")
+        journal, status = self._resolve(request.journal)
+        if status != pb.OK:
+            return pb.FragmentsResponse(status=status, header=self.headers.header())
+        journal.listed.wait()
+        with journal.cond:
+            fragments = journal.index.all(journal.local_refs())
+        ttl = request.signatureTTL.seconds + request.signatureTTL.nanos / 1e9 if request.HasField("signatureTTL") else 0
+        out = []
+        next_token = 0
+        scan = [f for f in fragments if f.begin >= request.next_page_token]
+        for f in scan:
+            if len(out) == limit:
+                next_token = f.begin
+                break
+            if f.mod_time != 0 and f.mod_time < request.begin_mod_time:
+                continue
+            if request.end_mod_time != 0 and (f.mod_time == 0 or f.mod_time > request.end_mod_time):
+                continue
+            url = ""
+            if ttl > 0 and f.is_persisted:
+                url = self.core.stores.get(f.backing_store).signed_url(f, max(1, int(ttl)))
+            out.append(pb.FragmentsResponse._Fragment(spec=f.to_proto(), signed_url=url))
+        return pb.FragmentsResponse(
+            status=pb.OK, header=self.headers.header(), fragments=out, next_page_token=next_token
+        )
+
+    # ---------------------------------------------------------------- FragmentStoreHealth
+
+    def FragmentStoreHealth(self, request: pb.FragmentStoreHealthRequest, context) -> pb.FragmentStoreHealthResponse:
+        try:
+            parse_store_url(request.fragment_store)
+        except ValueError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, redact_url(f"fragment_store: {e}"))
+        error = self.core.stores.health(request.fragment_store)
+        status = pb.FRAGMENT_STORE_UNHEALTHY if error else pb.OK
+        return pb.FragmentStoreHealthResponse(status=status, header=self.headers.header(), store_health_error=error)
+
+
+def _stream_local(spool, offset: int, stop: int) -> Iterator[pb.ReadResponse]:
+    """Chunks of a local spool's content file, read with pread (raises FileNotFoundError if gone)."""
+    import os
+
+    fd = os.open(spool.data_path, os.O_RDONLY)
+    try:
+        pos = offset
+        while pos < stop:
+            data = os.pread(fd, min(MAX_READ_CHUNK, stop - pos), pos - spool.begin)
+            if not data:
+                raise OSError(f"spool {spool.data_path} is shorter than its durable end {stop}")
+            yield pb.ReadResponse(offset=pos, content=data)
+            pos += len(data)
+    finally:
+        os.close(fd)

@@ -1,0 +1,249 @@
+"""Journal spec validation (Gazette's rules) and the broker's durable spec registry.
+
+There is no Etcd behind the embedded broker: :class:`SpecRegistry` keeps every JournalSpec
+with its mod/create revision, plus the cluster identity, in ``<data_dir>/specs.json``. Every
+change is written to a temporary file, fsynced and renamed over the old one (then the directory
+is fsynced), so a crash leaves either the old or the new registry, never a mix.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import posixpath
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark_gazette.broker import postfix
+from pyspark_gazette.broker.headers import ClusterState, new_nonzero_id
+from pyspark_gazette.errors import SpecError
+from pyspark_gazette.protocol import pb
+
+NAME_SYMBOLS = set("-_+/.=%")
+MIN_NAME, MAX_NAME = 4, 512
+MIN_FRAGMENT_LENGTH, MAX_FRAGMENT_LENGTH = 1024, 1 << 34
+MIN_REFRESH, MAX_REFRESH = 1.0, 24 * 3600.0
+MIN_FLUSH = 60.0
+VALID_FLAGS = {0, 1, 2, 4}
+
+O_RDONLY, O_WRONLY, O_RDWR = 1, 2, 4
+
+
+def duration_seconds(d: Any) -> float:
+    if d is None:
+        return 0.0
+    return d.seconds + d.nanos / 1e9
+
+
+def validate_journal_name(name: str) -> None:
+    if not (MIN_NAME <= len(name) <= MAX_NAME):
+        raise SpecError(f"invalid journal name {name!r}: length must be {MIN_NAME}..{MAX_NAME} (got {len(name)})")
+    bad = sorted({c for c in name if not (c.isalnum() or c in NAME_SYMBOLS)})
+    if bad:
+        raise SpecError(f"invalid journal name {name!r}: characters {''.join(bad)!r} are not allowed")
+    if name.startswith("/"):
+        raise SpecError(f"invalid journal name {name!r}: must not begin with '/'")
+    if posixpath.normpath(name) != name:
+        raise SpecError(f"invalid journal name {name!r}: must be a clean path (expected {posixpath.normpath(name)!r})")
+
+
+def _validate_labels(labels: pb.LabelSet) -> None:
+    from pyspark_gazette.protocol.labels import validate_spec_labels
+
+    try:
+        validate_spec_labels(labels)
+    except ValueError as e:
+        raise SpecError(f"labels: {e}") from e
+
+
+def _validate_store(url: str) -> None:
+    if not url.endswith("/") and "?" not in url:
+        raise SpecError(f"fragment store {url!r}: path must end in '/'")
+    from pyspark_gazette.fragments import parse_store_url
+
+    try:
+        parse_store_url(url)
+    except ValueError as e:
+        raise SpecError(f"fragment store {url!r}: {e}") from e
+
+
+def validate_spec(spec: pb.JournalSpec) -> None:
+    """Raise :class:`SpecError` (message says what and why) unless ``spec`` is complete and valid."""
+    validate_journal_name(spec.name)
+    if not 1 <= spec.replication <= 5:
+        raise SpecError(f"journal {spec.name!r}: replication must be 1..5 (got {spec.replication})")
+    _validate_labels(spec.labels)
+    frag = spec.fragment
+    if not MIN_FRAGMENT_LENGTH <= frag.length <= MAX_FRAGMENT_LENGTH:
+        raise SpecError(
+            f"journal {spec.name!r}: fragment.length must be {MIN_FRAGMENT_LENGTH}..{MAX_FRAGMENT_LENGTH} (got {frag.length})"
+        )
+    if frag.compression_codec not in (pb.NONE, pb.GZIP, pb.ZSTANDARD, pb.SNAPPY, pb.GZIP_OFFLOAD_DECOMPRESSION):
+        raise SpecError(f"journal {spec.name!r}: fragment.compression_codec must be a valid codec other than INVALID")
+    for url in frag.stores:
+        _validate_store(url)
+    if frag.stores and frag.stores[0].startswith("file:") and frag.compression_codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
+        raise SpecError(f"journal {spec.name!r}: GZIP_OFFLOAD_DECOMPRESSION is not supported by file:// stores")
+    refresh = duration_seconds(frag.refresh_interval)
+    if not MIN_REFRESH <= refresh <= MAX_REFRESH:
+        raise SpecError(f"journal {spec.name!r}: fragment.refresh_interval must be 1s..24h (got {refresh:g}s)")
+    flush = duration_seconds(frag.flush_interval)
+    if flush != 0 and flush < MIN_FLUSH:
+        raise SpecError(f"journal {spec.name!r}: fragment.flush_interval must be 0 or at least 1m (got {flush:g}s)")
+    try:
+        postfix.check_template(frag.path_postfix_template, spec.name)
+    except ValueError as e:
+        raise SpecError(f"journal {spec.name!r}: fragment.path_postfix_template: {e}") from e
+    if spec.flags not in VALID_FLAGS:
+        raise SpecError(f"journal {spec.name!r}: flags must be one of 0, 1, 2, 4 (got {spec.flags})")
+    if spec.max_append_rate < 0:
+        raise SpecError(f"journal {spec.name!r}: max_append_rate must be >= 0 (got {spec.max_append_rate})")
+    if spec.HasField("suspend") and spec.suspend.level not in (0, 1, 2):
+        raise SpecError(f"journal {spec.name!r}: suspend.level {spec.suspend.level} is not valid")
+
+
+def validate_apply(req: pb.ApplyRequest) -> None:
+    """Validate an ApplyRequest's shape and every upserted spec (raises :class:`SpecError`)."""
+    if not req.changes:
+        raise SpecError("expected at least one change")
+    seen: set[str] = set()
+    for i, change in enumerate(req.changes):
+        has_upsert, has_delete = change.HasField("upsert"), bool(change.delete)
+        if has_upsert == has_delete:
+            raise SpecError(f"changes[{i}]: expected exactly one of upsert or delete")
+        if has_upsert:
+            validate_spec(change.upsert)
+            name = change.upsert.name
+            if change.expect_mod_revision < -1:
+                raise SpecError(f"changes[{i}]: invalid expect_mod_revision {change.expect_mod_revision}")
+        else:
+            name = change.delete
+            validate_journal_name(name)
+            if change.expect_mod_revision == 0 or change.expect_mod_revision < -1:
+                raise SpecError(f"changes[{i}]: delete of {name!r} needs expect_mod_revision > 0 or -1")
+        if name in seen:
+            raise SpecError(f"changes[{i}]: journal {name!r} appears more than once")
+        seen.add(name)
+
+
+@dataclass(frozen=True)
+class SpecEntry:
+    spec: pb.JournalSpec
+    mod_revision: int
+    create_revision: int
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` via temp file + fsync + rename + directory fsync."""
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(path) or ".")
+
+
+class SpecRegistry:
+    """Journal specs and cluster state, persisted atomically in ``<data_dir>/specs.json``."""
+
+    FILE = "specs.json"
+
+    def __init__(self, data_dir: str):
+        self.path = os.path.join(data_dir, self.FILE)
+        self.lock = threading.RLock()
+        self.entries: dict[str, SpecEntry] = {}
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                doc = json.loads(f.read())
+            self.state = ClusterState(
+                cluster_id=doc["cluster_id"],
+                member_id=doc["member_id"],
+                raft_term=doc["raft_term"] + 1,
+                revision=doc["revision"],
+            )
+            for name, e in doc["journals"].items():
+                spec = pb.JournalSpec.FromString(base64.b64decode(e["spec"]))
+                self.entries[name] = SpecEntry(spec, e["mod_revision"], e["create_revision"])
+        else:
+            self.state = ClusterState(cluster_id=new_nonzero_id(), member_id=new_nonzero_id(), raft_term=1, revision=1)
+        self._save()
+
+    def _save(self) -> None:
+        doc = {
+            "cluster_id": self.state.cluster_id,
+            "member_id": self.state.member_id,
+            "raft_term": self.state.raft_term,
+            "revision": self.state.revision,
+            "journals": {
+                name: {
+                    "spec": base64.b64encode(e.spec.SerializeToString(deterministic=True)).decode(),
+                    "mod_revision": e.mod_revision,
+                    "create_revision": e.create_revision,
+                }
+                for name, e in sorted(self.entries.items())
+            },
+        }
+        atomic_write(self.path, json.dumps(doc, indent=1).encode())
+
+    def get(self, name: str) -> SpecEntry | None:
+        with self.lock:
+            return self.entries.get(name)
+
+    def snapshot(self) -> tuple[int, list[SpecEntry]]:
+        with self.lock:
+            return self.state.revision, [self.entries[n] for n in sorted(self.entries)]
+
+    def apply(self, changes: list[pb.ApplyRequest.Change]) -> tuple[bool, int, list[str], list[str]]:
+        """Apply ``changes`` as one transaction.
+
+        Returns ``(ok, revision, upserted names, deleted names)``; ``ok`` is False (and nothing
+        changed) when an expect_mod_revision compare fails.
+        """
+        with self.lock:
+            for c in changes:
+                name = c.upsert.name if c.HasField("upsert") else c.delete
+                current = self.entries.get(name)
+                if c.expect_mod_revision == -1:
+                    continue
+                have = current.mod_revision if current else 0
+                if have != c.expect_mod_revision:
+                    return False, self.state.revision, [], []
+            revision = self.state.revision + 1
+            new_entries = dict(self.entries)
+            upserted, deleted = [], []
+            for c in changes:
+                if c.HasField("upsert"):
+                    name = c.upsert.name
+                    old = new_entries.get(name)
+                    spec = pb.JournalSpec()
+                    spec.CopyFrom(c.upsert)
+                    new_entries[name] = SpecEntry(spec, revision, old.create_revision if old else revision)
+                    upserted.append(name)
+                else:
+                    new_entries.pop(c.delete, None)
+                    deleted.append(c.delete)
+            self.entries = new_entries
+            self.state.revision = revision
+            self._save()
+            return True, revision, upserted, deleted
+
+    def update_spec(self, spec: pb.JournalSpec) -> int:
+        """Replace one spec outside of Apply (e.g. resuming a suspended journal); returns the revision."""
+        with self.lock:
+            old = self.entries[spec.name]
+            self.state.revision += 1
+            self.entries = dict(self.entries)
+            self.entries[spec.name] = SpecEntry(spec, self.state.revision, old.create_revision)
+            self._save()
+            return self.state.revision
