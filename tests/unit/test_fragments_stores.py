@@ -1,0 +1,266 @@
+"""Store URLs (facts sheet 4.3), the file store, and file:// fragment URLs."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import pickle
+
+import pytest
+
+from pyspark_gazette.errors import FragmentNotFoundError, StoreError, StoreURLError
+from pyspark_gazette.fragments import (
+    FragmentReader,
+    FragmentRef,
+    FragmentStore,
+    StoreURL,
+    compress_bytes,
+    open_fragment_url,
+    parse_store_url,
+)
+from pyspark_gazette.fragments.stores import _s3_options
+from pyspark_gazette.protocol import pb
+
+CONTENT = b'{"Msg": "Hello, Gazette!"}\n'
+
+
+def make_ref(journal="examples/foo", codec=pb.SNAPPY, begin=0, content=CONTENT, postfix=""):
+    return FragmentRef(
+        journal, begin, begin + len(content), hashlib.sha1(content).hexdigest(), codec, path_postfix=postfix
+    )
+
+
+# -- URL parsing --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("s3://bucket/", StoreURL("s3", "bucket", "", ())),
+        ("s3://bucket/a/b/", StoreURL("s3", "bucket", "a/b/", ())),
+        (
+            "s3://examples/fragments/?profile=minio&endpoint=http%3A%2F%2Fminio%3A9000",
+            StoreURL("s3", "examples", "fragments/", (("profile", "minio"), ("endpoint", "http://minio:9000"))),
+        ),
+        (
+            "s3://b/p/?Region=eu-west-1&StorageClass=STANDARD_IA",
+            StoreURL("s3", "b", "p/", (("region", "eu-west-1"), ("storageclass", "STANDARD_IA"))),
+        ),
+        (
+            "s3://b/p/?acl=private&sse=aws:kms&ssekmskeyid=k1",
+            StoreURL("s3", "b", "p/", (("acl", "private"), ("sse", "aws:kms"), ("ssekmskeyid", "k1"))),
+        ),
+        (
+            "gs://bucket/prefix/?find=a&replace=b",
+            StoreURL("gs", "bucket", "prefix/", (("find", "a"), ("replace", "b"))),
+        ),
+        ("azure://container/prefix/", StoreURL("azure", "container", "prefix/", ())),
+        (
+            "azure-ad://tenant/account/container/prefix/",
+            StoreURL("azure-ad", "tenant", "account/container/prefix/", ()),
+        ),
+        ("file:///", StoreURL("file", "", "", ())),
+        ("file:///sub/path/", StoreURL("file", "", "sub/path/", ())),
+        ("FILE:///x/?FIND=a&Replace=", StoreURL("file", "", "x/", (("find", "a"), ("replace", "")))),
+    ],
+)
+def test_parse_valid_urls(url, expected):
+    assert parse_store_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("bucket/prefix/", "not an absolute URL"),
+        ("/local/path/", "not an absolute URL"),
+        ("http://host/path/", "unsupported scheme 'http'"),
+        ("s3://bucket/prefix", "must end in '/'"),
+        ("s3://bucket", "must end in '/'"),
+        ("s3:///prefix/", "missing bucket"),
+        ("file://host/path/", "has no host"),
+        ("s3://b/p/?colour=red", "unknown query argument 'colour'"),
+        ("gs://b/p/?profile=x", "unknown query argument 'profile' for gs"),
+        ("file:///p/?endpoint=x", "unknown query argument 'endpoint' for file"),
+        ("s3://b/p/?region=a&REGION=b", "more than once"),
+        ("s3://b/p/#frag", "fragments"),
+    ],
+)
+def test_parse_invalid_urls(url, why):
+    with pytest.raises(StoreURLError, match=why) as info:
+        parse_store_url(url)
+    assert "invalid fragment store URL" in str(info.value)
+
+
+def test_unknown_key_error_names_key_and_url():
+    with pytest.raises(StoreURLError) as info:
+        parse_store_url("s3://my-bucket/pre/?endpoint=http%3A%2F%2Fx&bogus=1")
+    assert "'bogus'" in str(info.value) and "s3://my-bucket/pre/" in str(info.value)
+
+
+def test_rewrite_replaces_first_occurrence_only():
+    url = parse_store_url("s3://b/p/?find=foo/&replace=bar/")
+    assert url.rewrite("foo/foo/x") == "bar/foo/x"
+    assert url.rewrite("none/here") == "none/here"
+    assert parse_store_url("s3://b/p/?replace=x").rewrite("a/b") == "a/b"
+
+
+def test_object_path_applies_prefix_and_rewrite():
+    ref = make_ref(postfix="date=1")
+    assert FragmentStore("s3://b/pre/fix/").object_path(ref) == "pre/fix/" + ref.content_path
+    store = FragmentStore("s3://b/pre/?find=examples/&replace=ex/")
+    assert store.object_path(ref) == f"pre/ex/foo/date=1/{ref.content_name}"
+
+
+# -- s3 options --------------------------------------------------------------------------------
+
+
+def test_s3_options_from_url_and_overrides():
+    opts = _s3_options(
+        parse_store_url("s3://b/p/?endpoint=http%3A%2F%2Fminio%3A9000&region=eu-west-1&profile=minio"), {}
+    )
+    assert opts["endpoint_url"] == "http://minio:9000"
+    assert opts["config_kwargs"]["s3"] == {"addressing_style": "path"}
+    assert opts["config_kwargs"]["signature_version"] == "s3v4"
+    assert opts["client_kwargs"] == {"region_name": "eu-west-1"}
+    assert opts["profile"] == "minio"
+    assert opts["use_listings_cache"] is False
+
+    opts = _s3_options(
+        parse_store_url("s3://b/p/?endpoint=http%3A%2F%2Fminio%3A9000&region=eu-west-1"),
+        {"endpoint_url": "http://other:1", "region": "us-east-2", "key": "K", "secret": "S", "anon": False},
+    )
+    assert opts["endpoint_url"] == "http://other:1"
+    assert opts["client_kwargs"]["region_name"] == "us-east-2"
+    assert (opts["key"], opts["secret"], opts["anon"]) == ("K", "S", False)
+
+    opts = _s3_options(parse_store_url("s3://b/p/"), {})
+    assert opts["endpoint_url"] is None and "s3" not in opts["config_kwargs"]
+
+
+@pytest.mark.parametrize(("scheme", "package"), [("gs", "gcsfs"), ("azure", "adlfs")])
+def test_missing_filesystem_package_is_a_clear_error(scheme, package):
+    try:
+        __import__(package)
+    except ImportError:
+        pass
+    else:
+        pytest.skip(f"{package} is installed")
+    store = FragmentStore(f"{scheme}://bucket/prefix/")
+    with pytest.raises(StoreError, match=f"pip install {package}"):
+        store.list("j")
+    assert f"pip install {package}" in store.health()
+
+
+# -- the file store ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def root(tmp_path):
+    return str(tmp_path / "root")
+
+
+def test_file_store_layout_and_round_trip(root):
+    store = FragmentStore("file:///sub/path/", file_root=root)
+    ref = make_ref(postfix="date=2019-11-19/hour=22")
+    mod_time = store.put(ref, io.BytesIO(compress_bytes(ref.codec, CONTENT)))
+    on_disk = os.path.join(root, "sub", "path", "examples", "foo", "date=2019-11-19", "hour=22", ref.content_name)
+    assert os.path.isfile(on_disk)
+    assert mod_time == int(os.stat(on_disk).st_mtime)
+    assert not [n for n in os.listdir(os.path.dirname(on_disk)) if n.startswith(".partial-")]
+    [listed] = store.list("examples/foo")
+    assert listed == FragmentRef(**{**ref.__dict__, "backing_store": store.url, "mod_time": mod_time})
+    with FragmentReader(store.open_raw(listed), listed, verify_sha1=True) as r:
+        assert r.read() == CONTENT
+
+
+def test_file_store_put_from_path_and_failed_put_leaves_nothing(root, tmp_path):
+    store = FragmentStore("file:///", file_root=root)
+    ref = make_ref(codec=pb.NONE)
+    src = tmp_path / "upload.raw"
+    src.write_bytes(CONTENT)
+    store.put(ref, str(src))
+    assert store.open_raw(ref).read() == CONTENT
+
+    class Failing(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            raise ConnectionResetError("upload source broke")
+
+    other = make_ref(codec=pb.NONE, begin=100)
+    with pytest.raises(StoreError, match="upload source broke"):
+        store.put(other, Failing())
+    directory = os.path.join(root, "examples", "foo")
+    assert sorted(os.listdir(directory)) == [ref.content_name]
+
+
+def test_file_store_list_skips_partials_dirs_and_bad_names(root, caplog):
+    store = FragmentStore("file:///", file_root=root)
+    ref = make_ref()
+    store.put(ref, io.BytesIO(compress_bytes(ref.codec, CONTENT)))
+    base = os.path.join(root, "examples", "foo")
+    open(os.path.join(base, ".partial-abc"), "wb").close()
+    open(os.path.join(base, "README.txt"), "wb").close()
+    os.makedirs(os.path.join(base, "empty-dir"))
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.fragments.stores"):
+        assert [r.content_name for r in store.list("examples/foo")] == [ref.content_name]
+    assert "README.txt" in caplog.text and ".partial-abc" not in caplog.text
+    assert store.list("no/such/journal") == []
+
+
+def test_file_store_rejects_traversal(root):
+    with pytest.raises(StoreURLError, match="escapes the file root"):
+        FragmentStore("file:///../../etc/", file_root=root)
+    store = FragmentStore("file:///", file_root=root)
+    evil = make_ref(journal="../../outside")
+    for op in (lambda: store.open_raw(evil), lambda: store.put(evil, io.BytesIO(b"x")), lambda: store.list("../../x")):
+        with pytest.raises(StoreURLError, match="escapes the file root"):
+            op()
+    assert not os.path.exists(os.path.join(os.path.dirname(root), "outside"))
+
+
+def test_file_store_is_picklable_and_hides_secrets(root):
+    store = FragmentStore("file:///p/", file_root=root, storage_options={"token": "sekrit"})
+    store.put(make_ref(), io.BytesIO(compress_bytes(pb.SNAPPY, CONTENT)))
+    clone = pickle.loads(pickle.dumps(store))
+    assert clone.url == store.url and clone.file_root == root
+    assert [r.content_name for r in clone.list("examples/foo")] == [make_ref().content_name]
+    assert "sekrit" not in repr(store)
+
+
+def test_file_store_health(root, tmp_path):
+    assert FragmentStore("file:///fresh/", file_root=root).health() == ""
+    assert not os.listdir(os.path.join(root, "fresh")), "the health probe is removed"
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"")
+    assert "unhealthy" in FragmentStore("file:///", file_root=str(blocker)).health()
+
+
+def test_file_store_signed_url_excludes_root_and_opens_under_a_root(root):
+    store = FragmentStore("file:///sub/?find=examples/&replace=ex/", file_root=root)
+    ref = make_ref(codec=pb.ZSTANDARD, postfix="date=1")
+    store.put(ref, io.BytesIO(compress_bytes(ref.codec, CONTENT)))
+    url = store.signed_url(ref, 60)
+    assert url == f"file:///sub/ex/foo/date=1/{ref.content_name}"
+    with open_fragment_url(url, ref.codec, file_root=root) as raw:
+        assert raw.content_encoding == "" and raw.codec == pb.ZSTANDARD
+        with FragmentReader(raw, ref, ref.begin + 7, verify_sha1=True) as r:
+            assert r.read() == CONTENT[7:]
+
+
+def test_file_fragment_url_rules(root):
+    with pytest.raises(StoreError, match="broker proxy"):
+        open_fragment_url("file:///x/y.raw", pb.NONE)
+    with pytest.raises(StoreURLError, match="escapes the file root"):
+        open_fragment_url("file:///../../etc/passwd", pb.NONE, file_root=root)
+    with pytest.raises(StoreURLError, match="escapes the file root"):
+        open_fragment_url("file:///%2e%2e/%2e%2e/etc/passwd", pb.NONE, file_root=root)
+    with pytest.raises(StoreURLError, match="has a host"):
+        open_fragment_url("file://host/x", pb.NONE, file_root=root)
+    with pytest.raises(FragmentNotFoundError, match="missing"):
+        open_fragment_url("file:///no/such/file", pb.NONE, file_root=root)
+    with pytest.raises(StoreURLError, match="unsupported scheme 'ftp'"):
+        open_fragment_url("ftp://host/x", pb.NONE)
