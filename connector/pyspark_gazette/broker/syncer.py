@@ -42,10 +42,10 @@ class Syncer:
                 raise OSError(f"syncing spool {spool.data_path} failed") from spool.failed
 
     def flush(self, spool: Spool) -> None:
-        """Block until everything submitted for ``spool`` is durable."""
-        with self._cond:
-            target = spool.pending[-1].end if spool.pending else spool.durable.end
-        self.wait(spool, target)
+        """Block until everything committed to ``spool`` is durable (append lock holder only:
+        its sequenced end is then the end of the last committed append, whose record may be
+        pending or already taken by a sync in progress)."""
+        self.wait(spool, spool.seq_end)
 
     def stop(self) -> None:
         with self._cond:
