@@ -1,0 +1,91 @@
+"""Messages inside journals: framings, Gazette message UUIDs, read-committed sequencing.
+
+Pure Python (plus numpy/pyarrow for the vectorised line splitter); no pyspark, no fsspec.
+"""
+
+from __future__ import annotations
+
+from pyspark_gazette.message.arrow import ArrowLineDecoder, LineBatch, split_lines_arrow
+from pyspark_gazette.message.envelope import Envelope, Outcome
+from pyspark_gazette.message.framing import (
+    CSV,
+    FIXED_MAGIC,
+    FRAMINGS,
+    LINES,
+    NDJSON,
+    PROTOBUF_FIXED,
+    CSVFraming,
+    Decoder,
+    FixedDecoder,
+    Framing,
+    LinesFraming,
+    NDJSONFraming,
+    ProtobufFixedFraming,
+    framing_by_name,
+    framing_for_content_type,
+)
+from pyspark_gazette.message.sequencer import Sequencer
+from pyspark_gazette.message.uuids import (
+    DEFAULT_UUID_POINTER,
+    GREGORIAN_OFFSET,
+    NIL_UUID,
+    TICK,
+    Flags,
+    TransactionalPublisher,
+    build_uuid,
+    clock_from_unix,
+    clock_now,
+    clock_to_unix,
+    extract_uuid_json,
+    get_clock,
+    get_flags,
+    get_producer,
+    get_uuid_at,
+    new_producer_id,
+    parse_uuid,
+    set_uuid_at,
+    tick,
+)
+
+__all__ = [
+    "CSV",
+    "DEFAULT_UUID_POINTER",
+    "FIXED_MAGIC",
+    "FRAMINGS",
+    "GREGORIAN_OFFSET",
+    "LINES",
+    "NDJSON",
+    "NIL_UUID",
+    "PROTOBUF_FIXED",
+    "TICK",
+    "ArrowLineDecoder",
+    "CSVFraming",
+    "Decoder",
+    "Envelope",
+    "FixedDecoder",
+    "Flags",
+    "Framing",
+    "LineBatch",
+    "LinesFraming",
+    "NDJSONFraming",
+    "Outcome",
+    "ProtobufFixedFraming",
+    "Sequencer",
+    "TransactionalPublisher",
+    "build_uuid",
+    "clock_from_unix",
+    "clock_now",
+    "clock_to_unix",
+    "extract_uuid_json",
+    "framing_by_name",
+    "framing_for_content_type",
+    "get_clock",
+    "get_flags",
+    "get_producer",
+    "get_uuid_at",
+    "new_producer_id",
+    "parse_uuid",
+    "set_uuid_at",
+    "split_lines_arrow",
+    "tick",
+]
