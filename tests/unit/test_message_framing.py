@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_gazette.errors import DesyncError, FramingError, UnexpectedEOFError
+from pyspark_gazette.errors import DesyncError, FramingError, MessageDecodeError, UnexpectedEOFError
 from pyspark_gazette.message import (
     CSV,
     FIXED_MAGIC,
@@ -309,3 +309,22 @@ def test_arrow_line_decoder_carries_partial_lines():
     dec.feed(b"torn")
     with pytest.raises(UnexpectedEOFError, match="offset 59"):
         dec.finish()
+
+
+# --------------------------------------------------------------------------------------------
+# Payload decoding.
+
+
+def test_decode_message():
+    assert NDJSON.decode_message(b'{"a": [1, 2]}') == {"a": [1, 2]}
+    with pytest.raises(MessageDecodeError, match="ndjson: invalid JSON at offset 42"):
+        NDJSON.decode_message(b'{"a":', 42)
+    assert CSV.decode_message(b'id,"multi\nline ""q""",3') == ["id", 'multi\nline "q"', "3"]
+    with pytest.raises(MessageDecodeError, match="csv"):
+        CSV.decode_message(b"a,b\nc,d")
+    with pytest.raises(MessageDecodeError, match="csv"):
+        CSV.decode_message(b"\xff,x")
+    assert LINES.decode_message("é".encode()) == "é"
+    with pytest.raises(MessageDecodeError, match="UTF-8 at offset 3"):
+        LINES.decode_message(b"\xff", 3)
+    assert PROTOBUF_FIXED.decode_message(b"\x08\x01") == b"\x08\x01"

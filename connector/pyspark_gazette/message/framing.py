@@ -23,10 +23,14 @@ Arrow output see :mod:`pyspark_gazette.message.arrow`.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import struct
 from abc import ABC, abstractmethod
+from typing import Any
 
-from pyspark_gazette.errors import DesyncError, FramingError, UnexpectedEOFError
+from pyspark_gazette.errors import DesyncError, FramingError, MessageDecodeError, UnexpectedEOFError
 
 #: Magic word opening every fixed-framing header.
 FIXED_MAGIC = b"\x66\x33\x93\x36"
@@ -35,6 +39,10 @@ _MAX_FIXED_LEN = 0xFFFFFFFF
 _HEADER = struct.Struct("<4sI")
 
 Message = tuple[int, bytes]
+
+
+def _at(offset: int | None) -> str:
+    return "" if offset is None else f" at offset {offset}"
 
 
 class Decoder(ABC):
@@ -70,6 +78,10 @@ class Framing(ABC):
     @abstractmethod
     def decoder(self, start_offset: int = 0, *, strict: bool = False) -> Decoder:
         """A new incremental decoder whose first byte sits at journal offset ``start_offset``."""
+
+    def decode_message(self, payload: bytes, offset: int | None = None) -> Any:
+        """The message of a payload; the base framing returns the bytes unchanged."""
+        return payload
 
     def encode_all(self, payloads: list[bytes]) -> bytes:
         """Frame several payloads into one buffer (one append)."""
@@ -157,12 +169,26 @@ class NDJSONFraming(_LineFraming):
     name = "ndjson"
     content_type = "application/x-ndjson"
 
+    def decode_message(self, payload: bytes, offset: int | None = None) -> Any:
+        """``json.loads`` of the payload; raises :class:`MessageDecodeError` naming the offset."""
+        try:
+            return json.loads(payload)
+        except ValueError as e:
+            raise MessageDecodeError(f"ndjson: invalid JSON{_at(offset)}: {e}") from e
+
 
 class LinesFraming(_LineFraming):
     """Raw text lines (no decoding of the payload)."""
 
     name = "lines"
     content_type = "text/plain"
+
+    def decode_message(self, payload: bytes, offset: int | None = None) -> str:
+        """The line as UTF-8 text; raises :class:`MessageDecodeError`."""
+        try:
+            return payload.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MessageDecodeError(f"lines: invalid UTF-8{_at(offset)}: {e}") from e
 
 
 class _CSVDecoder(_LineDecoder):
@@ -215,6 +241,16 @@ class CSVFraming(Framing):
 
     name = "csv"
     content_type = "text/csv"
+
+    def decode_message(self, payload: bytes, offset: int | None = None) -> list[str]:
+        """The fields of one UTF-8 CSV record; raises :class:`MessageDecodeError`."""
+        try:
+            rows = list(csv.reader(io.StringIO(payload.decode("utf-8"), newline=""), strict=True))
+        except (UnicodeDecodeError, csv.Error) as e:
+            raise MessageDecodeError(f"csv: invalid record{_at(offset)}: {e}") from e
+        if len(rows) != 1:
+            raise MessageDecodeError(f"csv: expected one record{_at(offset)}, found {len(rows)}")
+        return rows[0]
 
     def encode(self, payload: bytes) -> bytes:
         if payload.endswith(b"\r\n"):

@@ -112,10 +112,11 @@ def _as_bytes(u: uuid.UUID | str | bytes) -> bytes:
     if isinstance(u, (bytes, bytearray)):
         if len(u) == 16:
             return bytes(u)
+        raw = bytes(u)
         try:
-            u = bytes(u).decode("ascii")
+            u = raw.decode("ascii")
         except UnicodeDecodeError:
-            raise UUIDError(f"not a UUID: {bytes(u)!r}") from None
+            raise UUIDError(f"not a UUID: {raw!r}") from None
     if isinstance(u, str):
         try:
             return uuid.UUID(u).bytes

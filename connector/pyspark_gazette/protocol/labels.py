@@ -246,8 +246,8 @@ def parse_selector(text: str) -> pb.LabelSelector:
         p.pos += 1  # A trailing ',' is accepted, as Gazette's parser does.
         p.skip_space()
     sel = pb.LabelSelector(
-        include=pb.LabelSet(labels=sorted(include, key=_label_key)),
-        exclude=pb.LabelSet(labels=sorted(exclude, key=_label_key)),
+        include=pb.LabelSet(labels=_sorted(include)),
+        exclude=pb.LabelSet(labels=_sorted(exclude)),
     )
     try:
         validate_selector(sel)
@@ -256,8 +256,8 @@ def parse_selector(text: str) -> pb.LabelSelector:
     return sel
 
 
-def _label_key(label: pb.Label) -> tuple[str, str, bool]:
-    return (label.name, label.value, label.prefix)
+def _sorted(labels: list[pb.Label]) -> list[pb.Label]:
+    return sorted(labels, key=lambda label: (label.name, label.value, label.prefix))
 
 
 def format_selector(sel: pb.LabelSelector) -> str:
