@@ -65,7 +65,9 @@ def split_lines_arrow(
     np.add(newlines[:-1], base_offset + 1, out=starts[1:])
     offsets = pa.array(starts, pa.int64())
 
-    body = bytes(data[:consumed]) if consumed != len(data) or not isinstance(data, bytes) else data
+    # The whole buffer is compacted (bytes after the last newline included, then sliced off):
+    # cheaper than copying the consumed part out first.
+    body = data if isinstance(data, (bytes, bytearray)) else bytes(data)
     # Line i ends (exclusive) at ends[i]; once the i newlines (and CRs) of earlier lines are
     # removed from the buffer, it ends at ends[i] - removed_before[i].
     removed_before = np.arange(n, dtype=np.int64)
@@ -77,10 +79,10 @@ def split_lines_arrow(
             ends = newlines - has_cr
             removed_before += np.cumsum(has_cr, dtype=np.int64) - has_cr
             body = body.replace(b"\r\n", b"\n")
-    payload = np.frombuffer(body.replace(b"\n", b""), dtype=np.uint8)
     value_offsets = np.empty(n + 1, dtype=np.int64)
     value_offsets[0] = 0
     np.subtract(ends, removed_before, out=value_offsets[1:])
+    payload = np.frombuffer(body.replace(b"\n", b""), dtype=np.uint8)[: int(value_offsets[-1])]
     if payload.size > _INT32_MAX:
         typ, off_buf = pa.large_binary(), pa.py_buffer(value_offsets)
     else:
