@@ -118,3 +118,15 @@ def test_listing_is_not_cached(s3_server, s3_bucket):
 def test_unknown_query_keys_are_rejected(s3_server, s3_bucket):
     with pytest.raises(StoreURLError, match="'colour'"):
         FragmentStore(f"s3://{s3_bucket}/p/?endpoint={quoted(s3_server)}&colour=red")
+
+
+def test_directory_markers_and_foreign_keys_are_skipped(s3_server, s3_bucket, s3, caplog):
+    store = FragmentStore(f"s3://{s3_bucket}/m/?endpoint={quoted(s3_server)}")
+    ref = make_ref(pb.NONE)
+    store.put(ref, io.BytesIO(DATA))
+    s3.put_object(Bucket=s3_bucket, Key="m/clicks/0/", Body=b"")
+    s3.put_object(Bucket=s3_bucket, Key="m/clicks/0/date=2026-11-22/", Body=b"")
+    s3.put_object(Bucket=s3_bucket, Key="m/clicks/0/_SUCCESS", Body=b"")
+    with caplog.at_level("WARNING", logger="pyspark_gazette.fragments.stores"):
+        assert [r.content_name for r in store.list("clicks/0")] == [ref.content_name]
+    assert "_SUCCESS" in caplog.text

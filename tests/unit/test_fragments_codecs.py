@@ -406,3 +406,36 @@ def test_corrupted_files_decode_or_raise_our_error(codec, data):
         blob[data.draw(st.integers(0, len(blob) - 1))] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, len(blob)))
     _decode_or_our_error(codec, bytes(blob[:cut]))
+
+
+# -- zstd frame tracking: truncation is detected exactly at frame boundaries ----------------------
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 65_791, 65_792, 200_000, 3_000_000])
+@pytest.mark.parametrize("checksum", [False, True])
+def test_zstd_one_shot_frames_with_content_size(size, checksum):
+    data = DATA[:size]
+    frame = zstandard.ZstdCompressor(write_checksum=checksum).compress(data)  # single segment, with size
+    assert decompress_bytes(pb.ZSTANDARD, frame + frame) == data + data
+    with pytest.raises(FragmentDecodeError, match="truncated"):
+        decompress_bytes(pb.ZSTANDARD, frame + frame[:-1])
+
+
+_ZSTD_FRAMES = [
+    zstandard.ZstdCompressor(write_checksum=True).compress(DATA[:300]),
+    compress_bytes(pb.ZSTANDARD, DATA[300:90_000]),
+    struct.pack("<II", 0x184D2A5F, 3) + b"abc",
+    zstandard.ZstdCompressor(level=1, write_content_size=False).compress(DATA[90_000:100_000]),
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(cut=st.integers(0, sum(map(len, _ZSTD_FRAMES))))
+def test_zstd_cut_anywhere_is_clean_only_at_frame_boundaries(cut):
+    blob = b"".join(_ZSTD_FRAMES)
+    boundaries = {sum(map(len, _ZSTD_FRAMES[:i])) for i in range(len(_ZSTD_FRAMES) + 1)}
+    if cut in boundaries:
+        assert DATA.startswith(decompress_bytes(pb.ZSTANDARD, blob[:cut]))
+    else:
+        with pytest.raises(FragmentDecodeError):
+            decompress_bytes(pb.ZSTANDARD, blob[:cut])

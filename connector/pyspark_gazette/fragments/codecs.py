@@ -20,7 +20,7 @@ from __future__ import annotations
 import gzip
 import io
 import zlib
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import cramjam
 import zstandard
@@ -227,7 +227,7 @@ class _Zstd(_Decoder):
         super().__init__(raw)
         self._tracker = _ZstdFrameTracker(raw)
         self._zr = zstandard.ZstdDecompressor().stream_reader(
-            self._tracker, read_size=READ_SIZE, read_across_frames=True, closefd=False
+            cast(BinaryIO, self._tracker), read_size=READ_SIZE, read_across_frames=True, closefd=False
         )
 
     def _read(self, size: int) -> bytes:
@@ -322,6 +322,11 @@ def open_decompressor(codec: int, raw: BinaryIO) -> BinaryIO:
     returns what is at hand. Memory stays bounded for any input size. Closing the result
     closes ``raw``. Malformed input raises :class:`FragmentDecodeError`, as does an unknown codec.
     """
+    return cast(BinaryIO, _open_decoder(codec, raw))
+
+
+def _open_decoder(codec: int, raw: BinaryIO) -> _Decoder:
+    """Like :func:`open_decompressor`, typed as our decoder class (which has ``read1``)."""
     if codec == pb.NONE:
         return _Plain(raw)
     if codec == pb.GZIP:
@@ -335,7 +340,7 @@ def open_decompressor(codec: int, raw: BinaryIO) -> BinaryIO:
         while len(head) < 2 and (more := raw.read(2 - len(head))):
             head += more
         if head == _GZIP_MAGIC:
-            decoder: _Decoder = _Gzip(_Plain(raw, head))
+            decoder: _Decoder = _Gzip(cast(BinaryIO, _Plain(raw, head)))
         else:
             decoder = _Plain(raw, head)
         decoder.codec = pb.GZIP_OFFLOAD_DECOMPRESSION

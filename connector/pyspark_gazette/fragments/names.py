@@ -163,7 +163,7 @@ class FragmentRef:
             begin=self.begin,
             end=self.end,
             sum=sha1sum_from_hex(self.sum),
-            compression_codec=self.codec,
+            compression_codec=self.codec,  # type: ignore[arg-type]
             backing_store=self.backing_store,
             mod_time=self.mod_time,
             path_postfix=self.path_postfix,

@@ -12,6 +12,7 @@ never carry credentials or URL signatures.
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 import io
 import logging
@@ -22,7 +23,7 @@ import urllib.parse
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from pyspark_gazette.errors import FragmentNameError, FragmentNotFoundError, StoreError, StoreURLError, redact_url
 from pyspark_gazette.fragments.names import FragmentRef
@@ -175,7 +176,8 @@ class FragmentStore:
         try:
             if self.parsed.scheme == "file":
                 return open(location, "rb")  # noqa: SIM115 - the caller owns the stream
-            return _StoreStream(self._fs.open(location, "rb", block_size=_READ_BLOCK, cache_type="readahead"), ref)
+            f = self._fs.open(location, "rb", block_size=_READ_BLOCK, cache_type="readahead")
+            return cast(BinaryIO, _StoreStream(f, ref))
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             raise self._not_found(ref, e) from e
         except Exception as e:
@@ -201,7 +203,7 @@ class FragmentStore:
         except Exception as e:
             raise self._store_error(f"storing fragment {ref.describe()}", e) from e
 
-    def list(self, journal: str) -> list[FragmentRef]:
+    def list(self, journal: str) -> builtins.list[FragmentRef]:
         """Every fragment of ``journal`` in the store (searched recursively under
         ``prefix + journal + '/'``), sorted by offsets. Unparseable names are logged and skipped."""
         key = self.parsed.prefix + self.parsed.rewrite(journal + "/")
@@ -319,9 +321,9 @@ class FragmentStore:
             raise
         return int(os.stat(path).st_mtime)
 
-    def _list_files(self, base: str) -> list[tuple[str, int]]:
+    def _list_files(self, base: str) -> builtins.list[tuple[str, int]]:
         """(path relative to ``base``, mod_time) of every file below ``base``."""
-        out: list[tuple[str, int]] = []
+        out: builtins.list[tuple[str, int]] = []
         if self.parsed.scheme == "file":
             for directory, _dirs, files in os.walk(base):
                 for name in files:
