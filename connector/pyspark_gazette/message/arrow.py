@@ -98,23 +98,32 @@ class ArrowLineDecoder:
         self.offset = start_offset  # Journal offset of the first buffered byte.
         self.strip_cr = strip_cr
         self._framing = framing
-        self._tail = b""
+        self._pieces: list[bytes] = []  # An incomplete line, joined once its newline arrives.
+        self._size = 0
 
     @property
     def buffered(self) -> int:
-        return len(self._tail)
+        return self._size
 
     def feed(self, data: bytes) -> LineBatch:
-        if self._tail:
-            data = self._tail + data
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        if data.find(b"\n") < 0:
+            if data:
+                self._pieces.append(data)
+                self._size += len(data)
+            return _empty()
+        if self._pieces:
+            data = b"".join([*self._pieces, data])
         batch = split_lines_arrow(data, self.offset, strip_cr=self.strip_cr)
-        self._tail = bytes(data[batch.consumed :])
+        tail = data[batch.consumed :]
+        self._pieces, self._size = ([tail] if tail else []), len(tail)
         self.offset += batch.consumed
         return batch
 
     def finish(self) -> None:
-        if self._tail:
+        if self._size:
             raise UnexpectedEOFError(
                 f"{self._framing}: content ends inside a message at offset {self.offset} "
-                f"({len(self._tail)} bytes without a terminating newline)"
+                f"({self._size} bytes without a terminating newline)"
             )

@@ -114,41 +114,59 @@ def _line_starts(base: int, data: bytes, n: int) -> list[int]:
 
 
 class _LineDecoder(Decoder):
-    """Splits on ``\\n``; the payload is the line without its terminator."""
+    """Splits on ``\\n``; the payload is the line without its terminator.
+
+    Bytes of an incomplete line are kept as a list of pieces and joined only once a newline
+    arrives, so a line much longer than the chunks costs linear, not quadratic, copying.
+    """
 
     def __init__(self, framing: str, start_offset: int):
         self._framing = framing
-        self.offset = start_offset  # Journal offset of self._tail[0].
-        self._tail = b""
+        self.offset = start_offset  # Journal offset of the first buffered byte.
+        self._pieces: list[bytes] = []
+        self._size = 0
 
     @property
     def buffered(self) -> int:
-        return len(self._tail)
+        return self._size
 
-    def feed(self, data: bytes) -> list[Message]:
+    def _take(self, data: bytes) -> bytes | None:
+        """Buffer ``data`` and return everything buffered once it holds a newline, else None."""
         if not data:
-            return []
-        if self._tail:
-            data = self._tail + data
-        if data.find(b"\n") < 0:
-            self._tail = bytes(data)
-            return []
+            return None
         if not isinstance(data, bytes):
             data = bytes(data)
-        parts = data.split(b"\n")
-        self._tail = parts.pop()  # Bytes after the last newline (possibly empty).
+        if data.find(b"\n") < 0:
+            self._pieces.append(data)
+            self._size += len(data)
+            return None
+        if self._pieces:
+            data = b"".join([*self._pieces, data])
+        return data
+
+    def _keep(self, tail: bytes) -> None:
+        self._pieces = [tail] if tail else []
+        self._size = len(tail)
+
+    def feed(self, data: bytes) -> list[Message]:
+        buf = self._take(data)
+        if buf is None:
+            return []
+        parts = buf.split(b"\n")
+        tail = parts.pop()  # Bytes after the last newline (possibly empty).
+        self._keep(tail)
         base = self.offset
-        self.offset += len(data) - len(self._tail)
-        return self._post(list(zip(_line_starts(base, data, len(parts)), parts, strict=True)))
+        self.offset += len(buf) - len(tail)
+        return self._post(list(zip(_line_starts(base, buf, len(parts)), parts, strict=True)))
 
     def _post(self, messages: list[Message]) -> list[Message]:
         return messages
 
     def finish(self) -> list[Message]:
-        if self._tail:
+        if self._size:
             raise UnexpectedEOFError(
                 f"{self._framing}: content ends inside a message at offset {self.offset} "
-                f"({len(self._tail)} bytes without a terminating newline)"
+                f"({self._size} bytes without a terminating newline)"
             )
         return []
 
@@ -195,24 +213,19 @@ class _CSVDecoder(_LineDecoder):
     """CSV records: a newline ends a record only outside double quotes; ``\\r\\n`` is accepted."""
 
     def feed(self, data: bytes) -> list[Message]:
-        if not data:
+        buf = self._take(data)
+        if buf is None:
             return []
-        if self._tail:
-            data = self._tail + data
-        data = bytes(data)
-        if b'"' not in data:
-            self._tail = b""
-            return super().feed(data)
-        ends = _csv_record_ends(data)
-        if not ends:
-            self._tail = data
-            return []
+        if b'"' not in buf:
+            self._keep(b"")
+            return super().feed(buf)
+        ends = _csv_record_ends(buf)
         out: list[Message] = []
         start = 0
         for end in ends:
-            out.append((self.offset + start, data[start:end]))
+            out.append((self.offset + start, buf[start:end]))
             start = end + 1
-        self._tail = data[start:]
+        self._keep(buf[start:])
         self.offset += start
         return self._post(out)
 
@@ -281,26 +294,36 @@ class FixedDecoder(Decoder):
     """
 
     def __init__(self, start_offset: int = 0, *, strict: bool = False, max_message_size: int | None = None):
-        self.offset = start_offset  # Journal offset of self._buf[0].
+        self.offset = start_offset  # Journal offset of the first buffered byte.
         self.strict = strict
         self.max_message_size = max_message_size
         self.skipped: list[tuple[int, int]] = []
-        self._buf = b""
+        self._pieces: list[bytes] = []  # Buffered bytes, joined only once _need are there.
+        self._size = 0
+        self._need = FIXED_HEADER_LEN
         self._pending: list[Message] = []
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return self._size
 
     @property
     def skipped_bytes(self) -> int:
         return sum(n for _, n in self.skipped)
 
     def feed(self, data: bytes) -> list[Message]:
-        buf = self._buf + data if self._buf else bytes(data)
+        if not isinstance(data, bytes):
+            data = bytes(data)
         out, self._pending = self._pending, []
+        if self._size + len(data) < self._need:
+            if data:
+                self._pieces.append(data)
+                self._size += len(data)
+            return out
+        buf = b"".join([*self._pieces, data]) if self._pieces else data
         append = out.append
         pos, size, base = 0, len(buf), self.offset
+        need = FIXED_HEADER_LEN
         error: DesyncError | None = None
         max_size = self.max_message_size
         while size - pos >= FIXED_HEADER_LEN:
@@ -309,6 +332,7 @@ class FixedDecoder(Decoder):
                 if max_size is None or length <= max_size:
                     end = pos + FIXED_HEADER_LEN + length
                     if end > size:
+                        need = end - pos
                         break
                     append((base + pos, buf[pos + FIXED_HEADER_LEN : end]))
                     pos = end
@@ -325,10 +349,12 @@ class FixedDecoder(Decoder):
                     f"protobuf-fixed: desync at offset {base + pos}: {why}; skipped {new_pos - pos} bytes",
                     skipped=buf[pos:new_pos],
                 )
-                pos = new_pos
+                pos, need = new_pos, 0  # Carry on at the next call.
                 break
             pos = new_pos
-        self._buf = buf[pos:] if pos else buf
+        rest = buf[pos:] if pos else buf
+        self._pieces = [rest] if rest else []
+        self._size, self._need = len(rest), need
         self.offset = base + pos
         if error is not None:
             self._pending = out  # Returned by the next call.
@@ -337,9 +363,9 @@ class FixedDecoder(Decoder):
 
     def finish(self) -> list[Message]:
         out = self.feed(b"")  # Pending messages, and anything left after a strict desync.
-        rest = self._buf
+        rest = b"".join(self._pieces)
         if not rest or rest == b"\n":
-            self._buf = b""
+            self._pieces, self._size = [], 0
             return out
         raise UnexpectedEOFError(
             f"protobuf-fixed: content ends inside a message at offset {self.offset} ({len(rest)} bytes buffered)"
