@@ -26,77 +26,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import struct
-from abc import ABC, abstractmethod
 from typing import Any
 
-from pyspark_gazette.errors import DesyncError, FramingError, MessageDecodeError, UnexpectedEOFError
-
-#: Magic word opening every fixed-framing header.
-FIXED_MAGIC = b"\x66\x33\x93\x36"
-FIXED_HEADER_LEN = 8
-_MAX_FIXED_LEN = 0xFFFFFFFF
-_HEADER = struct.Struct("<4sI")
-
-Message = tuple[int, bytes]
-
-
-def _at(offset: int | None) -> str:
-    return "" if offset is None else f" at offset {offset}"
-
-
-class Decoder(ABC):
-    """Incremental decoder of one framing, starting at a journal offset."""
-
-    #: Journal offset of the next byte :meth:`feed` expects.
-    offset: int
-
-    @abstractmethod
-    def feed(self, data: bytes) -> list[Message]:
-        """Consume ``data``; return ``(offset, payload)`` of every message it completes."""
-
-    @abstractmethod
-    def finish(self) -> list[Message]:
-        """End of content: return remaining messages, or raise :class:`UnexpectedEOFError`."""
-
-    @property
-    @abstractmethod
-    def buffered(self) -> int:
-        """Bytes held back as part of an incomplete message."""
-
-
-class Framing(ABC):
-    """One message framing; see the module docstring."""
-
-    name: str = ""
-    content_type: str = ""
-
-    @abstractmethod
-    def encode(self, payload: bytes) -> bytes:
-        """Frame one message payload."""
-
-    @abstractmethod
-    def decoder(self, start_offset: int = 0, *, strict: bool = False) -> Decoder:
-        """A new incremental decoder whose first byte sits at journal offset ``start_offset``."""
-
-    def decode_message(self, payload: bytes, offset: int | None = None) -> Any:
-        """The message of a payload; the base framing returns the bytes unchanged."""
-        return payload
-
-    def encode_all(self, payloads: list[bytes]) -> bytes:
-        """Frame several payloads into one buffer (one append)."""
-        return b"".join(map(self.encode, payloads))
-
-    def decode_all(self, data: bytes, start_offset: int = 0) -> list[Message]:
-        """Decode complete content in one go (raises on a torn final message)."""
-        dec = self.decoder(start_offset)
-        out = dec.feed(data)
-        out.extend(dec.finish())
-        return out
-
-    def __repr__(self) -> str:
-        return f"<Framing {self.name}>"
-
+from pyspark_gazette.errors import FramingError, MessageDecodeError, UnexpectedEOFError
+from pyspark_gazette.message.fixed import FIXED_HEADER_LEN, FIXED_MAGIC, FixedDecoder, ProtobufFixedFraming
+from pyspark_gazette.message.framing_base import Decoder, Framing, Message, _at
 
 # --------------------------------------------------------------------------------------------
 # Newline-terminated framings.
@@ -279,115 +213,6 @@ class CSVFraming(Framing):
 
 
 # --------------------------------------------------------------------------------------------
-# Fixed-header protobuf framing.
-
-
-class FixedDecoder(Decoder):
-    """Decoder of :class:`ProtobufFixedFraming`.
-
-    On a desync (a header not starting with the magic word) it scans the buffered bytes from
-    index 1 for the next magic word and discards everything before it, or all but the last 3
-    bytes if there is none (Gazette's rule). By default it then carries on, recording each
-    discarded ``(offset, length)`` in :attr:`skipped`; with ``strict=True`` it raises
-    :class:`DesyncError` instead. The decoder stays usable after that error: messages decoded
-    before the desync in the same :meth:`feed` are returned by the next call.
-    """
-
-    def __init__(self, start_offset: int = 0, *, strict: bool = False, max_message_size: int | None = None):
-        self.offset = start_offset  # Journal offset of the first buffered byte.
-        self.strict = strict
-        self.max_message_size = max_message_size
-        self.skipped: list[tuple[int, int]] = []
-        self._pieces: list[bytes] = []  # Buffered bytes, joined only once _need are there.
-        self._size = 0
-        self._need = FIXED_HEADER_LEN
-        self._pending: list[Message] = []
-
-    @property
-    def buffered(self) -> int:
-        return self._size
-
-    @property
-    def skipped_bytes(self) -> int:
-        return sum(n for _, n in self.skipped)
-
-    def feed(self, data: bytes) -> list[Message]:
-        if not isinstance(data, bytes):
-            data = bytes(data)
-        out, self._pending = self._pending, []
-        if self._size + len(data) < self._need:
-            if data:
-                self._pieces.append(data)
-                self._size += len(data)
-            return out
-        buf = b"".join([*self._pieces, data]) if self._pieces else data
-        append = out.append
-        pos, size, base = 0, len(buf), self.offset
-        need = FIXED_HEADER_LEN
-        error: DesyncError | None = None
-        max_size = self.max_message_size
-        while size - pos >= FIXED_HEADER_LEN:
-            magic, length = _HEADER.unpack_from(buf, pos)
-            if magic == FIXED_MAGIC:
-                if max_size is None or length <= max_size:
-                    end = pos + FIXED_HEADER_LEN + length
-                    if end > size:
-                        need = end - pos
-                        break
-                    append((base + pos, buf[pos + FIXED_HEADER_LEN : end]))
-                    pos = end
-                    continue
-                why = f"message length {length} exceeds max_message_size {max_size}"
-            else:
-                why = "header does not start with the magic word"
-            # Desync: resume at the next magic word after pos, else keep only the last 3 bytes.
-            found = buf.find(FIXED_MAGIC, pos + 1)
-            new_pos = found if found >= 0 else max(pos + 1, size - 3)
-            self.skipped.append((base + pos, new_pos - pos))
-            if self.strict:
-                error = DesyncError(
-                    f"protobuf-fixed: desync at offset {base + pos}: {why}; skipped {new_pos - pos} bytes",
-                    skipped=buf[pos:new_pos],
-                )
-                pos, need = new_pos, 0  # Carry on at the next call.
-                break
-            pos = new_pos
-        rest = buf[pos:] if pos else buf
-        self._pieces = [rest] if rest else []
-        self._size, self._need = len(rest), need
-        self.offset = base + pos
-        if error is not None:
-            self._pending = out  # Returned by the next call.
-            raise error
-        return out
-
-    def finish(self) -> list[Message]:
-        out = self.feed(b"")  # Pending messages, and anything left after a strict desync.
-        rest = b"".join(self._pieces)
-        if not rest or rest == b"\n":
-            self._pieces, self._size = [], 0
-            return out
-        raise UnexpectedEOFError(
-            f"protobuf-fixed: content ends inside a message at offset {self.offset} ({len(rest)} bytes buffered)"
-        )
-
-
-class ProtobufFixedFraming(Framing):
-    """Fixed-header framing: magic ``66 33 93 36``, uint32 LE payload length, payload."""
-
-    name = "protobuf-fixed"
-    content_type = "application/x-protobuf-fixed"
-
-    def encode(self, payload: bytes) -> bytes:
-        if len(payload) > _MAX_FIXED_LEN:
-            raise FramingError(f"protobuf-fixed: payload of {len(payload)} bytes is too large")
-        return FIXED_MAGIC + len(payload).to_bytes(4, "little") + payload
-
-    def decoder(self, start_offset: int = 0, *, strict: bool = False) -> FixedDecoder:
-        return FixedDecoder(start_offset, strict=strict)
-
-
-# --------------------------------------------------------------------------------------------
 
 NDJSON = NDJSONFraming()
 PROTOBUF_FIXED = ProtobufFixedFraming()
@@ -424,3 +249,24 @@ def framing_by_name(name: str) -> Framing:
         return FRAMINGS[name.strip().lower()]
     except KeyError:
         raise FramingError(f"unknown framing {name!r} (known: {', '.join(sorted(FRAMINGS))})") from None
+
+
+__all__ = [
+    "CSV",
+    "FIXED_HEADER_LEN",
+    "FIXED_MAGIC",
+    "FRAMINGS",
+    "LINES",
+    "NDJSON",
+    "PROTOBUF_FIXED",
+    "CSVFraming",
+    "Decoder",
+    "FixedDecoder",
+    "Framing",
+    "LinesFraming",
+    "Message",
+    "NDJSONFraming",
+    "ProtobufFixedFraming",
+    "framing_by_name",
+    "framing_for_content_type",
+]
