@@ -233,9 +233,10 @@ def test_replay_validation():
     seq.replay([Envelope("jj", 10, 30, A, c(2), C)])
     with pytest.raises(SequencerError, match="past 20"):
         drain(seq)
-    # Duplicates inside a replay are skipped.
+    # Duplicates and clock-0 messages (committed on their own) inside a replay are skipped.
     dup = Envelope("jj", 10, 15, A, c(1), C, "a1-dup")
-    seq.replay([j.log[0], dup, Envelope("jj", 15, 20, A, c(2), C, "a2")])
+    zero = Envelope("jj", 10, 10, A, 0, OUT, "zero")
+    seq.replay([j.log[0], zero, dup, Envelope("jj", 15, 20, A, c(2), C, "a2")])
     assert drain(seq) == ["a1", "a2", "ack"]
 
 

@@ -207,8 +207,8 @@ class Sequencer:
                     if env is None:
                         break
                     self._check_replayed(env, emit, ring_begin)
-                    if env.producer != emit.producer or not self._committable(env, emit):
-                        continue
+                    if env.producer != emit.producer or env.clock == 0 or not self._committable(env, emit):
+                        continue  # Other producers, and clock-0 messages (committed on their own).
                     self._replay_head = env
                 emit.begin = env.begin
                 if include_acks or not env.is_ack:
