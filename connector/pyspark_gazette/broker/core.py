@@ -111,6 +111,9 @@ class BrokerCore:
                 else:
                     journal.update_entry(entry)
                     self.refresher.watch(journal)
+                    if entry.spec.fragment.stores:  # stores may have been added: persist what waits
+                        for spool in journal.pending_persist():
+                            self.persister.enqueue(journal, spool)
             for name in deleted:
                 journal = self.journals.pop(name, None)
                 if journal is not None:

@@ -116,8 +116,9 @@ class Journal:
             log.info("journal %s recovered %d spool(s), write head %d", self.name, len(self.spools), self.current.end)
 
     def pending_persist(self) -> list[Spool]:
-        """Rolled spools recovered from disk that still need to be persisted."""
-        return [s for s in self.spools if s.rolled]
+        """Rolled spools that still need to be persisted."""
+        with self.cond:
+            return [s for s in self.spools if s.rolled]
 
     # ---------------------------------------------------------------- what readers see
 
