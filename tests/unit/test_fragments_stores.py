@@ -148,8 +148,9 @@ def test_missing_filesystem_package_is_a_clear_error(scheme, package):
     else:
         pytest.skip(f"{package} is installed")
     store = FragmentStore(f"{scheme}://bucket/prefix/")
-    with pytest.raises(StoreError, match=f"pip install {package}"):
+    with pytest.raises(StoreError, match=f"pip install {package}") as info:
         store.list("j")
+    assert isinstance(info.value.__cause__, ImportError)
     assert f"pip install {package}" in store.health()
 
 

@@ -25,7 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 
-from pyspark_gazette.errors import FragmentNameError, FragmentNotFoundError, StoreError, StoreURLError, redact_url
+from pyspark_gazette.errors import (
+    FragmentNameError,
+    FragmentNotFoundError,
+    GazetteError,
+    StoreError,
+    StoreURLError,
+    redact_url,
+)
 from pyspark_gazette.fragments.names import FragmentRef
 from pyspark_gazette.fragments.urls import FragmentURLStream, open_fragment_url
 from pyspark_gazette.protocol import pb
@@ -180,6 +187,8 @@ class FragmentStore:
             return cast(BinaryIO, _StoreStream(f, ref))
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             raise self._not_found(ref, e) from e
+        except GazetteError:
+            raise
         except Exception as e:
             raise self._store_error(f"opening fragment {ref.describe()}", e) from e
 
@@ -198,7 +207,7 @@ class FragmentStore:
                 with self._fs.open(location, "wb", **self._put_options(ref)) as out:
                     shutil.copyfileobj(source, out, _COPY_CHUNK)
                 return _mod_time(self._fs.info(location))
-        except StoreURLError:
+        except GazetteError:
             raise
         except Exception as e:
             raise self._store_error(f"storing fragment {ref.describe()}", e) from e
@@ -209,7 +218,7 @@ class FragmentStore:
         key = self.parsed.prefix + self.parsed.rewrite(journal + "/")
         try:
             entries = self._list_files(self._location(key))
-        except StoreURLError:
+        except GazetteError:
             raise
         except Exception as e:
             raise self._store_error(f"listing journal {journal!r}", e) from e
@@ -238,6 +247,8 @@ class FragmentStore:
                 self._fs.rm_file(location)
         except FileNotFoundError:
             pass
+        except GazetteError:
+            raise
         except Exception as e:
             raise self._store_error(f"deleting fragment {ref.describe()}", e) from e
 
@@ -250,6 +261,8 @@ class FragmentStore:
         expires = max(1, int(-(-ttl_seconds // 1)))
         try:
             return str(self._fs.sign(self._location(key), expiration=expires))
+        except GazetteError:
+            raise
         except Exception as e:
             raise self._store_error(f"signing a URL for fragment {ref.describe()}", e) from e
 
@@ -356,8 +369,6 @@ class FragmentStore:
         )
 
     def _store_error(self, what: str, e: BaseException) -> StoreError:
-        if isinstance(e, StoreError):
-            return e
         return StoreError(redact_url(f"{what} in store {self.url}: {type(e).__name__}: {e}"))
 
 
