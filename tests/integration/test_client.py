@@ -1,0 +1,337 @@
+"""The journal client against the embedded broker over real gRPC on a port-0 loopback socket."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.errors import (
+    EtcdTransactionFailedError,
+    JournalNotFoundError,
+    NotAllowedError,
+    OffsetNotYetAvailableError,
+    RegisterMismatchError,
+    TransportError,
+    WrongAppendOffsetError,
+)
+from pyspark_gazette.protocol import label_set, pb
+from pyspark_gazette.protocol.labels import parse_selector
+
+
+def make_spec(name: str, *, store: str = "", length: int = 1 << 20, codec: int = pb.NONE, labels=None, flags: int = 0):
+    spec = pb.JournalSpec(name=name, replication=1, flags=flags)
+    spec.labels.CopyFrom(label_set(labels or {}))
+    spec.fragment.length = length
+    spec.fragment.compression_codec = codec
+    if store:
+        spec.fragment.stores.append(store)
+    spec.fragment.refresh_interval.seconds = 1
+    return spec
+
+
+@pytest.fixture
+def broker(tmp_path):
+    from pyspark_gazette.broker import EmbeddedBroker
+
+    with EmbeddedBroker(str(tmp_path / "broker"), file_root=str(tmp_path / "store")) as b:
+        yield b
+
+
+@pytest.fixture
+def client(broker, tmp_path):
+    with JournalClient(ClientConfig(broker.address, file_root=str(tmp_path / "store"))) as c:
+        yield c
+
+
+def create(client, *specs):
+    return client.apply([Change(expect_mod_revision=0, upsert=s) for s in specs])
+
+
+def test_list_consumes_a_stream_of_many_messages_and_selects(client):
+    specs = [make_spec(f"many/j{i:03d}", labels={"parity": "even" if i % 2 == 0 else "odd"}) for i in range(60)]
+    specs.append(make_spec("other/x", labels={"parity": "even"}))
+    client.apply_in_batches([Change(0, upsert=s) for s in specs], size=16)
+    assert len(client.list_journals()) == 61  # > 25 journals: the broker splits the listing
+    assert len(client.list_journals("parity=even")) == 31
+    assert len(client.list_journals("parity=even,name:prefix=many/")) == 30
+    assert [j.name for j in client.list_journals("parity in (odd), name:prefix=many/j00")] == [
+        f"many/j00{i}" for i in (1, 3, 5, 7, 9)
+    ]
+    assert client.list_journals(parse_selector("!parity")) == []
+    info = client.get_journal("many/j007")
+    assert info.label("parity") == "odd" and info.mod_revision > 0
+    with pytest.raises(JournalNotFoundError):
+        client.get_journal("many/missing")
+
+
+def test_apply_revisions_updates_and_deletes(client):
+    rev = create(client, make_spec("apply/a"))
+    with pytest.raises(EtcdTransactionFailedError):
+        create(client, make_spec("apply/a"))
+    info = client.get_journal("apply/a")
+    updated = make_spec("apply/a", codec=pb.ZSTANDARD)
+    with pytest.raises(EtcdTransactionFailedError):
+        client.apply([Change(expect_mod_revision=info.mod_revision + 100, upsert=updated)])
+    rev2 = client.apply([Change(expect_mod_revision=info.mod_revision, upsert=updated)])
+    assert rev2 > rev
+    assert client.get_journal("apply/a").spec.fragment.compression_codec == pb.ZSTANDARD
+    client.apply([Change(expect_mod_revision=-1, delete="apply/a")])
+    with pytest.raises(JournalNotFoundError):
+        client.get_journal("apply/a")
+
+
+def test_invalid_spec_is_a_grpc_error_with_the_reason(client):
+    bad = make_spec("apply/bad")
+    bad.fragment.length = 10  # below 1024
+    with pytest.raises(TransportError) as ei:
+        create(client, bad)
+    assert ei.value.code == "INVALID_ARGUMENT" and "length" in ei.value.details.lower()
+
+
+def test_append_then_read_ranges_and_write_head(client):
+    create(client, make_spec("rw/a"))
+    c1 = client.append("rw/a", b"hello\n")
+    c2 = client.append("rw/a", b"gazette\n")
+    assert (c1.begin, c1.end, c2.begin, c2.end) == (0, 6, 6, 14)
+    import hashlib
+
+    from pyspark_gazette.protocol import sha1sum_to_digest
+
+    assert sha1sum_to_digest(c2.sum) == hashlib.sha1(b"gazette\n").digest()  # this append's content only
+    assert client.read_all("rw/a") == b"hello\ngazette\n"
+    assert client.read_all("rw/a", 6) == b"gazette\n"
+    assert client.read_all("rw/a", 2, 9) == b"llo\ngaz"
+    with client.reader("rw/a", 0, metadata_only=True) as r:
+        assert r.read() == b""
+        assert r.write_head == 14 and r.fragment.begin == 0 and r.fragment.end == 14
+
+
+def test_non_blocking_read_at_head_and_blocking_read_woken_by_append(client):
+    create(client, make_spec("rw/b"))
+    client.append("rw/b", b"one\n")
+    with client.retry_reader("rw/b", 0) as r:
+        assert r.read() == b"one\n"
+        with pytest.raises(OffsetNotYetAvailableError):
+            r.read()
+    got: list[bytes] = []
+    with client.retry_reader("rw/b", -1, block=True) as r:
+        started = threading.Event()
+
+        def read_one():
+            started.set()
+            got.append(r.read())
+
+        t = threading.Thread(target=read_one)
+        t.start()
+        started.wait()
+        client.append("rw/b", b"two\n")
+        t.join(timeout=30)
+    assert got == [b"two\n"]
+
+
+def test_registers_check_union_subtract_and_mismatch(client):
+    create(client, make_spec("reg/a"))
+    # Empty registers match any check.
+    client.append(
+        "reg/a", b"x\n", check_registers=parse_selector("owner=alpha"), union_registers=label_set({"owner": "alpha"})
+    )
+    with pytest.raises(RegisterMismatchError) as ei:
+        client.append("reg/a", b"y\n", check_registers=parse_selector("owner=beta"))
+    assert [(lb.name, lb.value) for lb in ei.value.registers.labels] == [("owner", "alpha")]
+    app = client.appender(
+        "reg/a", check_registers=parse_selector("owner=alpha"), union_registers=label_set({"owner": "beta"})
+    )
+    app.write(b"z\n")
+    app.close()
+    assert [(lb.name, lb.value) for lb in app.response.registers.labels] == [("owner", "beta")]
+    app = client.appender("reg/a", subtract_registers=label_set({"owner": "beta"}))
+    app.write(b"w\n")
+    app.close()
+    assert list(app.response.registers.labels) == []
+    assert client.read_all("reg/a") == b"x\nz\nw\n"  # the mismatched append left nothing
+
+
+def test_explicit_offset_and_abort(client):
+    create(client, make_spec("off/a"))
+    client.append("off/a", b"abc")
+    with pytest.raises(WrongAppendOffsetError):
+        client.append("off/a", b"def", offset=1)
+    client.append("off/a", b"def", offset=3)
+    app = client.appender("off/a")
+    app.write(b"never visible")
+    app.abort()
+    assert client.read_all("off/a") == b"abcdef"
+    assert client.append("off/a", b"g").begin == 6
+
+
+def test_read_only_journal_refuses_appends(client):
+    create(client, make_spec("ro/a", flags=pb.JournalSpec.O_RDONLY))
+    with pytest.raises(NotAllowedError):
+        client.append("ro/a", b"nope")
+
+
+def test_append_service_coalesces_orders_and_rolls_back_one_writer(client):
+    create(client, make_spec("svc/a"), make_spec("svc/b"))
+    svc = client.append_service
+    n_threads, per_thread = 4, 250
+    barrier = threading.Barrier(n_threads)
+
+    def writer(k: int):
+        barrier.wait()
+        for i in range(per_thread):
+            aa = svc.start_append("svc/a")
+            try:
+                aa.write(f"{k}:{i}\n".encode())
+                if i % 50 == 49:
+                    aa.write(b"half a message that is rolled back")
+                    raise RuntimeError("writer fails mid-message")
+            except RuntimeError:
+                aa.rollback()
+                continue
+            aa.release()
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    svc.flush()
+    lines = client.read_all("svc/a").decode().splitlines()
+    expected = {f"{k}:{i}" for k in range(n_threads) for i in range(per_thread) if i % 50 != 49}
+    assert len(lines) == len(expected) and set(lines) == expected
+    for k in range(n_threads):  # each writer's messages stay in its order
+        mine = [int(x.split(":")[1]) for x in lines if x.startswith(f"{k}:")]
+        assert mine == sorted(mine)
+    assert svc.rpcs < len(expected) / 4  # many writes per RPC
+    # Dependencies: b's append is sent only after a's.
+    first = svc.append("svc/a", b"first\n")
+    second = svc.append("svc/b", b"second\n", dependencies=[first])
+    assert second.wait(30).begin == 0 and first.done()
+
+
+def test_append_service_terminal_error_fails_later_appends(client):
+    svc = client.append_service
+    aa = svc.append("svc/missing", b"x\n")
+    with pytest.raises(JournalNotFoundError):
+        aa.wait(30)
+    with pytest.raises(JournalNotFoundError):
+        svc.start_append("svc/missing")
+
+
+def test_list_fragments_pages_and_mod_time_filters(client, broker):
+    create(client, make_spec("frag/a", store="file:///frags/", length=1024))
+    for i in range(12):
+        client.append("frag/a", bytes([65 + i]) * 1500)  # each append rolls the previous fragment
+    frags = client.list_fragments("frag/a", page_limit=5)
+    assert [(f.spec.begin, f.spec.end) for f in frags] == [(i * 1500, (i + 1) * 1500) for i in range(12)]
+    assert broker.wait_persisted(30)
+    listed = client.list_fragments("frag/a")
+    persisted = [f for f in listed if f.spec.mod_time]
+    assert len(persisted) == 11 and listed[-1].spec.mod_time == 0  # the open spool is local
+    assert all(f.spec.backing_store == "file:///frags/" for f in persisted)
+    newest = max(f.spec.mod_time for f in persisted)
+    # end_mod_time drops unpersisted fragments and keeps mod_time == end_mod_time (inclusive).
+    assert [f.spec.begin for f in client.list_fragments("frag/a", end_mod_time=newest)] == [
+        f.spec.begin for f in persisted
+    ]
+    assert [f.spec.begin for f in client.list_fragments("frag/a", begin_mod_time=newest + 1)] == [11 * 1500]
+    signed = client.list_fragments("frag/a", signature_ttl=60)
+    assert all(f.signed_url.startswith("file:///frags/frag/a/") for f in signed if f.spec.mod_time)
+    assert all(f.signed_url == "" for f in signed if not f.spec.mod_time)
+
+
+def _rolled_journal(client, broker, name, *, store="file:///direct/", codec=pb.ZSTANDARD, n=6, size=3000):
+    """``n`` appends of ``size`` bytes to a journal with 1 KiB fragments: each append rolls the
+    previous fragment, so all but the last are persisted to ``store``."""
+    create(client, make_spec(name, store=store, length=1024, codec=codec))
+    parts = [f"{i:04d}".encode() * (size // 4) for i in range(n)]
+    for part in parts:
+        client.append(name, part)
+    assert broker.wait_persisted(30)
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("codec", [pb.NONE, pb.GZIP, pb.ZSTANDARD, pb.SNAPPY])
+def test_direct_reads_of_persisted_fragments_under_a_file_root(client, broker, codec):
+    content = _rolled_journal(client, broker, "direct/a", codec=codec)
+    with client.retry_reader("direct/a", 0, end_offset=len(content)) as r:
+        got = b"".join(iter(r.read, b""))
+        direct = r.direct_bytes
+    assert got == content
+    assert direct == 5 * 3000  # five persisted fragments straight from the store, the tail via the broker
+
+
+def test_file_urls_without_a_file_root_are_read_through_the_broker(broker, tmp_path):
+    with JournalClient(ClientConfig(broker.address)) as c:  # direct_reads on, but no file_root
+        content = _rolled_journal(c, broker, "direct/b")
+        with c.retry_reader("direct/b", 0, end_offset=len(content), do_not_proxy=True) as r:
+            got = b"".join(iter(r.read, b""))
+            assert r.direct_bytes == 0
+    assert got == content
+
+
+def test_reads_from_an_offset_inside_a_persisted_fragment(client, broker):
+    content = _rolled_journal(client, broker, "direct/c")
+    with client.retry_reader("direct/c", 4500, end_offset=10_000) as r:
+        assert b"".join(iter(r.read, b"")) == content[4500:10_000]
+        assert r.direct_bytes > 0
+
+
+def test_offset_jump_over_a_pruned_journal_start(client, broker, tmp_path):
+    content = _rolled_journal(client, broker, "jump/a", store="file:///jump/")
+    first = client.list_fragments("jump/a")[0].spec
+    from pyspark_gazette.fragments import FragmentRef
+
+    ref = FragmentRef.from_proto(first)
+    (tmp_path / "store" / "jump" / ref.content_path).unlink()  # retention pruned the journal's start
+    broker.refresh("jump/a")
+    from pyspark_gazette.errors import OffsetJumpError
+
+    with client.retry_reader("jump/a", 0, end_offset=len(content)) as r:
+        with pytest.raises(OffsetJumpError) as ei:
+            r.read()
+        assert (ei.value.from_offset, ei.value.to_offset) == (0, ref.end)
+        assert b"".join(iter(r.read, b"")) == content[ref.end :]  # the reader stays valid
+
+
+def test_retry_reader_survives_a_broker_restart(tmp_path):
+    import socket
+
+    from pyspark_gazette.broker import EmbeddedBroker
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kwargs = dict(port=port, file_root=str(tmp_path / "store"))
+    broker = EmbeddedBroker(str(tmp_path / "b"), **kwargs).start()
+    try:
+        with JournalClient(broker.address) as c:
+            create(c, make_spec("restart/a"))
+            c.append("restart/a", b"before\n")
+            with c.retry_reader("restart/a", 0, block=True) as r:
+                assert r.read() == b"before\n"
+                broker.stop()
+                broker = EmbeddedBroker(str(tmp_path / "b"), **kwargs).start()
+                c.append("restart/a", b"after\n")  # retried until the broker is back
+                assert r.read() == b"after\n"
+    finally:
+        broker.stop()
+
+
+def test_direct_reads_from_s3_through_presigned_urls(tmp_path, s3_server, s3_bucket):
+    from pyspark_gazette.broker import EmbeddedBroker
+
+    store = f"s3://{s3_bucket}/gazette/?endpoint={s3_server}&region=us-east-1"
+    with EmbeddedBroker(str(tmp_path / "b")) as broker, JournalClient(broker.address) as c:
+        content = _rolled_journal(c, broker, "s3/a", store=store, codec=pb.GZIP)
+        urls = [f.signed_url for f in c.list_fragments("s3/a", signature_ttl=60) if f.spec.mod_time]
+        assert len(urls) == 5 and all(u.startswith(s3_server) and "Signature" in u for u in urls)
+        with c.retry_reader("s3/a", 0, end_offset=len(content)) as r:
+            got = b"".join(iter(r.read, b""))
+            assert r.direct_bytes == 5 * 3000
+        assert got == content
+        # The same bytes proxied by the broker.
+        with c.retry_reader("s3/a", 0, end_offset=len(content), do_not_proxy=False) as r:
+            assert b"".join(iter(r.read, b"")) == content and r.direct_bytes == 0
