@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -279,6 +280,10 @@ def test_split_lines_arrow():
     rb = batch.to_record_batch()
     assert rb.num_rows == 3 and rb.schema.names == ["offset", "value"]
     assert len(split_lines_arrow(b"no newline")) == 0
+    data = b"a\nbb\nccc\n"
+    for scratch in (np.ones(3, dtype=bool), np.ones(100, dtype=bool)):  # too small: ignored
+        again = split_lines_arrow(data, 5, scratch=scratch)
+        assert again.values.to_pylist() == [b"a", b"bb", b"ccc"] and again.offsets.to_pylist() == [5, 7, 10]
     assert len(split_lines_arrow(b"")) == 0
 
 

@@ -46,16 +46,25 @@ def _empty() -> LineBatch:
 
 
 def split_lines_arrow(
-    data: bytes | bytearray | memoryview, base_offset: int = 0, *, strip_cr: bool = False
+    data: bytes | bytearray | memoryview,
+    base_offset: int = 0,
+    *,
+    strip_cr: bool = False,
+    scratch: np.ndarray | None = None,
 ) -> LineBatch:
     """Split ``data`` at newlines into Arrow arrays, without per-message Python work.
 
     ``base_offset`` is the journal offset of ``data[0]``. Bytes after the last newline are not
     returned (see :attr:`LineBatch.consumed`). With ``strip_cr`` a ``\\r`` before a newline is
-    dropped as well.
+    dropped as well. ``scratch``, a bool array at least ``len(data)`` long, is reused for the
+    newline mask instead of allocating (and page-faulting in) a fresh one per call.
     """
     arr = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(arr == 0x0A)
+    if scratch is not None and scratch.size >= arr.size:
+        mask = np.equal(arr, 0x0A, out=scratch[: arr.size])
+    else:
+        mask = arr == 0x0A
+    newlines = np.flatnonzero(mask)
     n = int(newlines.size)
     if n == 0:
         return _empty()
@@ -100,6 +109,7 @@ class ArrowLineDecoder:
         self._framing = framing
         self._pieces: list[bytes] = []  # An incomplete line, joined once its newline arrives.
         self._size = 0
+        self._scratch = np.empty(0, dtype=np.bool_)
 
     @property
     def buffered(self) -> int:
@@ -115,7 +125,9 @@ class ArrowLineDecoder:
             return _empty()
         if self._pieces:
             data = b"".join([*self._pieces, data])
-        batch = split_lines_arrow(data, self.offset, strip_cr=self.strip_cr)
+        if self._scratch.size < len(data):
+            self._scratch = np.empty(max(len(data), 2 * self._scratch.size), dtype=np.bool_)
+        batch = split_lines_arrow(data, self.offset, strip_cr=self.strip_cr, scratch=self._scratch)
         tail = data[batch.consumed :]
         self._pieces, self._size = ([tail] if tail else []), len(tail)
         self.offset += batch.consumed
