@@ -98,6 +98,9 @@ def test_put_list_open(backend, codec):
     assert listed == ref and listed.is_persisted
     with FragmentReader(store.open_raw(listed), listed, listed.begin + 100, verify_sha1=True) as r:
         assert r.read() == data[100:]
+    with store.open_reader(listed, listed.begin + 4000, verify_sha1=True) as r:
+        assert r.offset == listed.begin + 4000
+        assert r.read() == data[4000:]
 
 
 def test_list_is_sorted_recursive_and_scoped_to_the_journal(backend):

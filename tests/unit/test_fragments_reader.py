@@ -194,3 +194,13 @@ def test_close_closes_raw_and_blocks_reads():
 def test_iter_chunks_rejects_bad_sizes():
     with pytest.raises(ValueError):
         list(reader(CONTENT, ref_for(CONTENT, pb.NONE)).iter_chunks(0))
+
+
+def test_a_failed_reader_keeps_failing():
+    ref = ref_for(CONTENT, pb.NONE, end=BEGIN + len(CONTENT) + 1)
+    r = reader(CONTENT, ref)
+    with pytest.raises(FragmentTooShortError) as first:
+        r.read()
+    with pytest.raises(FragmentTooShortError) as again:
+        r.read(1)
+    assert again.value is first.value

@@ -41,7 +41,8 @@ class FragmentReader:
     :class:`FragmentChecksumError`. Corrupt files raise :class:`FragmentDecodeError` and
     failures of ``raw`` itself :class:`StoreError`. These checks run when the read reaches
     ``fragment.end``, so the last content is only returned once they passed. Every error names
-    the journal, the offsets and the fragment's content path.
+    the journal, the offsets and the fragment's content path; after one, further reads raise it
+    again.
     """
 
     def __init__(self, raw: BinaryIO, fragment: FragmentRef, offset: int | None = None, *, verify_sha1: bool = False):
@@ -57,6 +58,7 @@ class FragmentReader:
         self._skipped = offset == fragment.begin
         self._done = False
         self._closed = False
+        self._failure: BaseException | None = None  # a failed reader keeps failing
         try:
             self._decoder = _open_decoder(fragment.codec, raw)
         except Exception as e:
@@ -105,6 +107,8 @@ class FragmentReader:
     def _read1(self, n: int) -> bytes:
         if self._closed:
             raise ValueError(f"read of a closed {self!r}")
+        if self._failure is not None:
+            raise self._failure
         if self._done:
             return b""
         try:
@@ -118,7 +122,11 @@ class FragmentReader:
             if self._pos == self.fragment.end:
                 self._finish()
         except Exception as e:
-            self._reraise(e)
+            try:
+                self._reraise(e)
+            except Exception as failure:
+                self._failure = failure
+                raise
         self.offset = self._pos
         return chunk
 

@@ -34,6 +34,7 @@ from pyspark_gazette.errors import (
     redact_url,
 )
 from pyspark_gazette.fragments.names import FragmentRef
+from pyspark_gazette.fragments.reader import FragmentReader
 from pyspark_gazette.fragments.urls import FragmentURLStream, open_fragment_url
 from pyspark_gazette.protocol import pb
 
@@ -191,6 +192,10 @@ class FragmentStore:
             raise
         except Exception as e:
             raise self._store_error(f"opening fragment {ref.describe()}", e) from e
+
+    def open_reader(self, ref: FragmentRef, offset: int | None = None, *, verify_sha1: bool = False) -> FragmentReader:
+        """A :class:`FragmentReader` of ``ref``'s content from ``offset`` (default ``ref.begin``)."""
+        return FragmentReader(self.open_raw(ref), ref, offset, verify_sha1=verify_sha1)
 
     def put(self, ref: FragmentRef, src: BinaryIO | str | os.PathLike[str]) -> int:
         """Store the (already compressed) file ``src`` as ``ref``; returns its mod_time (Unix s).
