@@ -1,11 +1,14 @@
 """Messages inside journals: framings, Gazette message UUIDs, read-committed sequencing.
 
 Pure Python (plus numpy/pyarrow for the vectorised line splitter); no pyspark, no fsspec.
+The Arrow helpers (:func:`split_lines_arrow`, :class:`ArrowLineDecoder`, :class:`LineBatch`)
+are imported on first use, so the broker and client do not pay for importing pyarrow.
 """
 
 from __future__ import annotations
 
-from pyspark_gazette.message.arrow import ArrowLineDecoder, LineBatch, split_lines_arrow
+from typing import Any
+
 from pyspark_gazette.message.envelope import Envelope, Outcome
 from pyspark_gazette.message.framing import (
     CSV,
@@ -89,3 +92,13 @@ __all__ = [
     "split_lines_arrow",
     "tick",
 ]
+
+_ARROW_NAMES = ("ArrowLineDecoder", "LineBatch", "split_lines_arrow")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ARROW_NAMES:
+        from pyspark_gazette.message import arrow
+
+        return getattr(arrow, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
