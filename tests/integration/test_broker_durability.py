@@ -53,8 +53,8 @@ class BrokerProcess:
         self.proc.wait(30)
         self.channel.close()
 
-    def terminate(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
+    def terminate(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
         rc = self.proc.wait(60)
         self.channel.close()
         self.proc.stdout.close()
@@ -156,14 +156,15 @@ def test_acknowledged_appends_survive_kill_9(tmp_path):
         assert broker.terminate() == 0
 
 
-def test_sigterm_stops_cleanly_and_persists_spools(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signals_stop_cleanly_and_persist_spools(tmp_path, sig):
     data_dir, file_root = str(tmp_path / "data"), str(tmp_path / "root")
     broker = BrokerProcess(data_dir, file_root)
     spec = journal_spec("term/journal", ["file:///frags/"], 1 << 20)
     assert broker.stub.Apply(pb.ApplyRequest(changes=[pb.ApplyRequest.Change(upsert=spec)])).status == pb.OK
     msgs = [pb.AppendRequest(journal="term/journal"), pb.AppendRequest(content=b"persist me"), pb.AppendRequest()]
     assert broker.stub.Append(iter(msgs)).status == pb.OK
-    assert broker.terminate() == 0
+    assert broker.terminate(sig) == 0
     files = [f for _, _, fs in os.walk(os.path.join(file_root, "frags", "term", "journal")) for f in fs]
     assert files == [f"0000000000000000-000000000000000a-{hashlib.sha1(b'persist me').hexdigest()}.zst"]
 
@@ -202,3 +203,20 @@ def test_specs_registers_and_revisions_survive_restart(gz):
     assert after.header.etcd.raft_term > before.header.etcd.raft_term
     r = gz.append(spec.name)
     assert r.registers == label_set({"key": "v"}) and r.commit.end == 4
+
+
+def test_broker_main_rejects_a_bad_listen_address(tmp_path, capsys):
+    from pyspark_gazette.broker import broker_main
+
+    with pytest.raises(SystemExit) as exc:
+        broker_main(["--listen", "nonsense", "--data-dir", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "HOST:PORT" in capsys.readouterr().err
+
+
+def test_broker_main_help_says_it_binds_loopback(capsys):
+    from pyspark_gazette.broker import broker_main
+
+    with pytest.raises(SystemExit):
+        broker_main(["--help"])
+    assert "loopback" in capsys.readouterr().out

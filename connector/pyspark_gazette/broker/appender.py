@@ -42,10 +42,15 @@ _EOF = object()
 
 
 class RequestSource:
-    """Reads a request iterator on its own thread into a bounded buffer."""
+    """Reads a request iterator on its own thread into a bounded buffer.
+
+    The thread also hashes the content of every message after the first into :attr:`sha1`
+    (the commit's per-append sum), so that work overlaps with the handler's spool writes.
+    """
 
     def __init__(self, iterator):
         self._iterator = iterator
+        self.sha1 = hashlib.sha1()
         self._cond = threading.Condition()
         self._buf: deque = deque()
         self._closed = False
@@ -55,7 +60,15 @@ class RequestSource:
     def _pump(self) -> None:
         item: object
         try:
+            first = True
             for req in self._iterator:
+                if first:
+                    first = False
+                else:
+                    content = req.content
+                    if content:
+                        self.sha1.update(content)
+                    req = (req, content)
                 with self._cond:
                     while len(self._buf) >= BUFFERED_MESSAGES and not self._closed:
                         self._cond.wait()
@@ -175,7 +188,6 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
         spool = journal.maybe_roll(now, target=max_offset)
         begin = spool.seq_end
         sha_state = spool.sha1_state()
-        append_sha = hashlib.sha1()
         rate = core.min_append_rate
         started = time.monotonic() + INITIAL_CREDIT_SECONDS
         received = chunks = 0
@@ -191,9 +203,9 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
                     context.abort(grpc.StatusCode.ABORTED, "append stream ended without a commit message (rolled back)")
                 if isinstance(msg, BaseException):
                     context.abort(grpc.StatusCode.CANCELLED, "append stream failed (rolled back)")
+                msg, content = msg
                 if not _is_content_only(msg):
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Content chunk")
-                content = msg.content
                 if not content:
                     break  # the commit message
                 if not journal.writable:
@@ -201,7 +213,6 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
                 if mode == pb.AppendRequest.SUSPEND_KEEP:
                     return status(pb.NOT_ALLOWED)
                 spool.write(content)
-                append_sha.update(content)
                 received += len(content)
                 chunks += 1
             msg = source.get(started + received / rate if rate > 0 else None)
@@ -225,7 +236,7 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
         journal=name,
         begin=begin,
         end=end,
-        sum=sha1sum_from_digest(append_sha.digest()),
+        sum=sha1sum_from_digest(source.sha1.digest()),
         compression_codec=spool.codec,
     )
     return status(pb.OK, commit=commit, registers=registers, total_chunks=chunks)

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 #: Largest AppendRequest the server accepts (Gazette's default --max-grpc-recv-size).
 DEFAULT_MAX_RECEIVE = 4 * 1024 * 1024
-DEFAULT_MAX_WORKERS = 64
+DEFAULT_MAX_WORKERS = 256
 
 
 class EmbeddedBroker:
@@ -107,7 +107,10 @@ class EmbeddedBroker:
         )
         pb_grpc.add_JournalServicer_to_server(JournalServicer(core), server)
         host = f"[{self.host}]" if ":" in self.host else self.host
-        port = server.add_insecure_port(f"{host}:{self._requested_port}")
+        try:
+            port = server.add_insecure_port(f"{host}:{self._requested_port}")
+        except RuntimeError:
+            port = 0
         if port == 0:
             core.stop(0)
             raise OSError(f"could not bind {self.host}:{self._requested_port}")
