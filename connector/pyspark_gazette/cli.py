@@ -206,9 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "broker":
-        from pyspark_gazette.broker.__main__ import broker_main
+        from pyspark_gazette.broker.main import broker_main
 
-        return broker_main(argv[1:])
+        return broker_main(argv[1:], prog="pyspark-gazette broker")
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
