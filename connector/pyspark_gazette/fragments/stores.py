@@ -143,7 +143,7 @@ class FragmentStore:
         self.parsed = parse_store_url(url)
         self.file_root = file_root
         self._storage_options = dict(storage_options or {})
-        self._fs_obj: Any = None
+        self._fs_obj: tuple[int, Any] | None = None
         if self.parsed.scheme == "file":
             self._root = os.path.abspath(file_root or "/")
             self._disk_path(self.parsed.prefix)  # reject a URL path escaping the root
@@ -299,9 +299,11 @@ class FragmentStore:
 
     @property
     def _fs(self) -> Any:
-        if self._fs_obj is None:
-            self._fs_obj = _filesystem(self.parsed, self._storage_options)
-        return self._fs_obj
+        # Remembered with the pid: a forked child must not use its parent's event loop thread.
+        pid = os.getpid()
+        if self._fs_obj is None or self._fs_obj[0] != pid:
+            self._fs_obj = (pid, _filesystem(self.parsed, self._storage_options))
+        return self._fs_obj[1]
 
     def _put_options(self, ref: FragmentRef) -> dict[str, Any]:
         if self.parsed.scheme != "s3":
