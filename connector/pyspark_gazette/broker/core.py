@@ -25,9 +25,11 @@ from typing import Any
 
 from pyspark_gazette.broker.headers import HeaderFactory
 from pyspark_gazette.broker.journal import Journal, state_dir_name
-from pyspark_gazette.broker.persister import Persister, Refresher, Stores
+from pyspark_gazette.broker.persister import Persister
+from pyspark_gazette.broker.refresher import Refresher
 from pyspark_gazette.broker.specs import SpecRegistry
 from pyspark_gazette.broker.spool import CommitRecord, Spool
+from pyspark_gazette.broker.stores import Stores
 from pyspark_gazette.broker.syncer import Syncer
 from pyspark_gazette.protocol import pb
 

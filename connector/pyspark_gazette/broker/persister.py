@@ -1,16 +1,14 @@
-"""Background work on fragment stores: persisting rolled spools and refreshing indexes.
-
-:class:`Stores` caches one :class:`~pyspark_gazette.fragments.FragmentStore` per store URL and
-remembers the last failure of each, which FragmentStoreHealth reports.
+"""Persisting rolled spools to fragment stores, in the background.
 
 :class:`Persister` compresses each rolled spool with its codec and uploads it to the journal's
-``stores[0]`` under its content-addressed name and path postfix. Failures are logged (without
-secrets), recorded as the store's health, and retried with a capped backoff; the spool stays
-readable from local disk until the upload succeeds.
+``stores[0]`` under its content-addressed name and path postfix, then swaps the local spool
+for the persisted fragment in the journal's index and deletes the spool files.
 
-:class:`Refresher` re-lists every journal's stores each ``refresh_interval`` so fragments
-written by other processes are served, and rolls spools whose ``flush_interval`` passed while
-the journal was idle.
+Retries: every failure (store errors, a missing directory, compression errors) is retried,
+forever, after 0.1, 0.5, 1, 2 and then every 5 seconds. Each failure is logged as a warning
+(URLs redacted) and recorded as the store's health, which FragmentStoreHealth reports until an
+upload succeeds. Meanwhile the spool stays on local disk and is served from there. A journal
+without stores keeps its fragments local; a deleted journal's pending spools are dropped.
 """
 
 from __future__ import annotations
@@ -22,12 +20,11 @@ import tempfile
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any
 
 from pyspark_gazette.broker import postfix
 from pyspark_gazette.broker.journal import Journal
-from pyspark_gazette.broker.specs import duration_seconds
 from pyspark_gazette.broker.spool import Spool
+from pyspark_gazette.broker.stores import Stores
 from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments import Compressor, FragmentRef, FragmentStore
 from pyspark_gazette.protocol import pb
@@ -35,43 +32,6 @@ from pyspark_gazette.protocol import pb
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
-
-
-class Stores:
-    """FragmentStore instances by URL, and the health of each."""
-
-    def __init__(self, file_root: str | None, storage_options: dict[str, Any] | None):
-        self._file_root = file_root
-        self._storage_options = storage_options
-        self._lock = threading.Lock()
-        self._stores: dict[str, FragmentStore] = {}
-        self._errors: dict[str, str] = {}
-
-    def get(self, url: str) -> FragmentStore:
-        with self._lock:
-            store = self._stores.get(url)
-            if store is None:
-                store = FragmentStore(url, file_root=self._file_root, storage_options=self._storage_options)
-                self._stores[url] = store
-            return store
-
-    def record(self, url: str, error: BaseException | None) -> None:
-        with self._lock:
-            if error is None:
-                self._errors.pop(url, None)
-            else:
-                self._errors[url] = redact_url(f"{type(error).__name__}: {error}")
-
-    def health(self, url: str) -> str:
-        """Empty when healthy, else the text of the last failure (or of a fresh probe)."""
-        with self._lock:
-            err = self._errors.get(url)
-        if err:
-            return err
-        try:
-            return self.get(url).health()
-        except Exception as e:  # a broken URL is an unhealthy store
-            return redact_url(f"{type(e).__name__}: {e}")
 
 
 class Persister:
@@ -218,78 +178,3 @@ class _Limited:
 
     def readable(self) -> bool:
         return True
-
-
-class Refresher:
-    """Lists each journal's stores every refresh_interval (and at once when asked)."""
-
-    def __init__(self, stores: Stores):
-        self._stores = stores
-        self._cond = threading.Condition()
-        self._due: dict[str, float] = {}  # journal name -> monotonic due time
-        self._journals: dict[str, Journal] = {}
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="gazette-refresher", daemon=True)
-        self._thread.start()
-
-    def watch(self, journal: Journal) -> None:
-        """Start (or restart) refreshing ``journal``, with a listing right away."""
-        with self._cond:
-            self._journals[journal.name] = journal
-            self._due[journal.name] = 0.0
-            self._cond.notify_all()
-
-    def forget(self, name: str) -> None:
-        with self._cond:
-            self._journals.pop(name, None)
-            self._due.pop(name, None)
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopping:
-                    now = time.monotonic()
-                    due = [n for n, t in self._due.items() if t <= now]
-                    if due:
-                        break
-                    nxt = min(self._due.values(), default=None)
-                    self._cond.wait(None if nxt is None else nxt - now)
-                if self._stopping:
-                    return
-                work = [self._journals[n] for n in due]
-                for n in due:
-                    self._due[n] = float("inf")
-            for journal in work:
-                self.refresh(journal)
-                interval = max(1.0, duration_seconds(journal.spec.fragment.refresh_interval))
-                deadline = journal.flush_interval_deadline()
-                if deadline is not None:
-                    interval = max(0.5, min(interval, deadline - time.time() + 0.05))
-                with self._cond:
-                    if journal.name in self._due and self._journals.get(journal.name) is journal:
-                        self._due[journal.name] = min(self._due[journal.name], time.monotonic() + interval)
-
-    def refresh(self, journal: Journal) -> None:
-        """List the union of the journal's stores into its index now; roll an idle spool."""
-        started = time.monotonic()
-        listed: list[FragmentRef] = []
-        failed = False
-        for url in journal.spec.fragment.stores:
-            try:
-                listed.extend(self._stores.get(url).list(journal.name))
-            except Exception as e:
-                failed = True
-                self._stores.record(url, e)
-                log.warning("listing %s in %s failed: %s", journal.name, redact_url(url), redact_url(str(e)))
-        if not failed or not journal.listed.is_set():
-            # A failed listing keeps the previous index, except the very first one, which must
-            # not hold appends back forever.
-            journal.install_listing(listed, started)
-        if journal.flush_interval_deadline() is not None:
-            journal.roll_idle(time.time())
