@@ -65,12 +65,13 @@ class Journal:
         self.current: Spool | None = None
         self.seq_registers = pb.LabelSet()
         self.closed = False
-        os.makedirs(state_dir, exist_ok=True)
         name_file = os.path.join(state_dir, "journal")
         if not os.path.exists(name_file):
+            os.makedirs(state_dir, exist_ok=True)
             with open(name_file, "w") as f:
                 f.write(self.name)
             fsync_dir(state_dir)
+            fsync_dir(os.path.dirname(state_dir))  # the new directory's own entry
         self._recover()
 
     # ---------------------------------------------------------------- spec
