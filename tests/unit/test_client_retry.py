@@ -1,0 +1,199 @@
+"""RetryReader and AppendService decision tables, with scripted stand-ins for one RPC.
+
+The embedded broker cannot produce every status (routing statuses need a cluster), so these
+unit tests replace the single-RPC classes (Reader, Appender) with scripts of outcomes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pyspark_gazette.client import append_service as svc_mod
+from pyspark_gazette.client import reader as reader_mod
+from pyspark_gazette.client.conn import ClientConfig, Connections
+from pyspark_gazette.errors import (
+    CancelledError,
+    FragmentTooShortError,
+    InsufficientJournalBrokersError,
+    JournalNotFoundError,
+    NotAllowedError,
+    NotJournalBrokerError,
+    OffsetJumpError,
+    OffsetNotYetAvailableError,
+    RegisterMismatchError,
+    SuspendedError,
+    TransportError,
+    WrongAppendOffsetError,
+)
+from pyspark_gazette.protocol import pb
+
+
+class ScriptedReader:
+    """Stands in for Reader: each instance plays the next outcome list of the script."""
+
+    script: list[list] = []
+    made: list[ScriptedReader] = []
+
+    def __init__(self, conns, journal, offset=0, *, end_offset=0, block=False, do_not_proxy=None, **_):
+        self.request = pb.ReadRequest(
+            journal=journal, offset=offset, end_offset=end_offset, block=block, do_not_proxy=bool(do_not_proxy)
+        )
+        self.offset = offset
+        self.write_head = 0
+        self.direct_bytes = 0
+        self.outcomes = list(ScriptedReader.script.pop(0)) if ScriptedReader.script else []
+        ScriptedReader.made.append(self)
+
+    @property
+    def journal(self):
+        return self.request.journal
+
+    def read(self, max_bytes=-1):
+        if not self.outcomes:
+            return b""  # the stream ended
+        out = self.outcomes.pop(0)
+        if isinstance(out, BaseException):
+            raise out
+        self.offset += len(out)
+        return out
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    sleeps: list[float] = []
+    monkeypatch.setattr(reader_mod, "Reader", ScriptedReader)
+    monkeypatch.setattr(reader_mod.time, "sleep", sleeps.append)
+    ScriptedReader.script, ScriptedReader.made = [], []
+    return sleeps
+
+
+def retry_reader(**kw):
+    return reader_mod.RetryReader(Connections(ClientConfig("http://h:1")), "a/j", 0, **kw)
+
+
+def test_routing_errors_are_retried_with_backoff(scripted):
+    ScriptedReader.script = [
+        [InsufficientJournalBrokersError()],
+        [NotJournalBrokerError()],
+        [TransportError("Read", "UNAVAILABLE")],
+        [NotAllowedError()],  # retried forever, like Gazette's RetryReader
+        [b"data"],
+    ]
+    r = retry_reader()
+    assert r.read() == b"data"
+    assert scripted == [0.05, 0.05, 0.1, 0.1]
+    assert r.attempt == 0  # reset by a successful read
+
+
+def test_journal_not_found_is_retried_three_times_then_surfaced(scripted):
+    ScriptedReader.script = [[JournalNotFoundError()] for _ in range(4)]
+    r = retry_reader()
+    with pytest.raises(JournalNotFoundError):
+        r.read()
+    assert len(ScriptedReader.made) == 4
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        SuspendedError(),
+        CancelledError("Read", "DEADLINE_EXCEEDED"),
+        OffsetJumpError("a/j", 0, 10),
+        FragmentTooShortError("short", journal="a/j", begin=0, end=10),
+    ],
+)
+def test_surfaced_errors(scripted, error):
+    ScriptedReader.script = [[error]]
+    with pytest.raises(type(error)):
+        retry_reader().read()
+    assert scripted == []
+
+
+def test_offset_not_yet_available_surfaces_only_when_not_blocking(scripted):
+    ScriptedReader.script = [[OffsetNotYetAvailableError()]]
+    with pytest.raises(OffsetNotYetAvailableError):
+        retry_reader().read()
+    ScriptedReader.script = [[OffsetNotYetAvailableError()], [b"later"]]
+    assert retry_reader(block=True).read() == b"later"
+    assert scripted == []  # restarted quietly
+
+
+def test_a_cleanly_closed_stream_restarts_at_once_from_the_current_offset(scripted):
+    ScriptedReader.script = [[b"abc"], [b"de"]]
+    r = retry_reader(end_offset=5, block=True)
+    assert r.read() == b"abc"
+    assert r.read() == b"de"  # the first stream ended after "abc"
+    assert ScriptedReader.made[1].request.offset == 3 and scripted == []  # no backoff
+    assert r.read() == b"" and r.eof
+
+
+class ScriptedAppender:
+    script: list = []
+    sent: list[bytes] = []
+
+    def __init__(self, conns, journal, **params):
+        self.journal = journal
+        self.request = pb.AppendRequest(journal=journal)
+        self.buf = b""
+
+    def write(self, data):
+        self.buf += data
+
+    def close(self):
+        out = ScriptedAppender.script.pop(0)
+        if isinstance(out, BaseException):
+            raise out
+        ScriptedAppender.sent.append(self.buf)
+        return pb.Fragment(journal=self.journal, begin=0, end=len(self.buf))
+
+    def abort(self):
+        pass
+
+
+@pytest.fixture
+def appender_script(monkeypatch):
+    sleeps: list[float] = []
+    monkeypatch.setattr(svc_mod, "Appender", ScriptedAppender)
+    monkeypatch.setattr(svc_mod.time, "sleep", sleeps.append)
+    ScriptedAppender.script, ScriptedAppender.sent = [], []
+    return sleeps
+
+
+def test_append_service_retries_transient_errors_and_sends_the_same_bytes(appender_script):
+    ScriptedAppender.script = [TransportError("Append", "UNAVAILABLE"), InsufficientJournalBrokersError(), "ok"]
+    svc = svc_mod.AppendService(Connections(ClientConfig("http://h:1")))
+    aa = svc.append("a/j", b"payload\n")
+    assert aa.wait(10).end == 8
+    assert ScriptedAppender.sent == [b"payload\n"] and appender_script == [0.05, 0.05]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        JournalNotFoundError(),
+        NotAllowedError(),
+        RegisterMismatchError(),
+        WrongAppendOffsetError(),
+        CancelledError("Append", "CANCELLED"),
+    ],
+)
+def test_append_service_terminal_errors_fail_the_journal(appender_script, error):
+    ScriptedAppender.script = [error, "ok"]
+    svc = svc_mod.AppendService(Connections(ClientConfig("http://h:1")))
+    with pytest.raises(type(error)):
+        svc.append("a/j", b"x").wait(10)
+    with pytest.raises(type(error)):
+        svc.start_append("a/j")
+    assert appender_script == []  # not retried
+    assert svc.append("b/j", b"y").wait(10).end == 1  # other journals are unaffected
+
+
+def test_append_service_bounded_attempts(appender_script):
+    ScriptedAppender.script = [TransportError("Append", "UNAVAILABLE")] * 3
+    svc = svc_mod.AppendService(Connections(ClientConfig("http://h:1")), max_attempts=3)
+    with pytest.raises(TransportError):
+        svc.append("a/j", b"x").wait(10)
+    assert len(appender_script) == 2
