@@ -240,7 +240,7 @@ class AppendService:
         """Wait until every append started so far has finished; raise the first error."""
         with self._mu:
             chains = list(self._chains.values())
-        pending = []
+        pending: list[AsyncAppend] = []
         for chain in chains:
             with chain.cond:
                 pending.extend(chain.links)

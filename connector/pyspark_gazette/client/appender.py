@@ -49,7 +49,8 @@ def _params(
     suspend: int = 0,
     do_not_proxy: bool = False,
 ) -> pb.AppendRequest:
-    req = pb.AppendRequest(journal=journal, offset=offset, suspend=suspend, do_not_proxy=do_not_proxy)
+    req = pb.AppendRequest(journal=journal, offset=offset, do_not_proxy=do_not_proxy)
+    req.suspend = suspend  # type: ignore[assignment]
     if check_registers is not None:
         req.check_registers.CopyFrom(check_registers)
     if union_registers is not None:

@@ -143,9 +143,9 @@ class Reader:
             except grpc.RpcError as e:
                 self._stream = None
                 raise translate_rpc_error(e, f"Read of {self.journal!r}") from e
-            data = self._on_response(resp)
-            if data is not None:
-                return data
+            chunk = self._on_response(resp)
+            if chunk is not None:
+                return chunk
 
     def _on_response(self, resp: pb.ReadResponse) -> bytes | None:
         if resp.HasField("header"):
@@ -223,7 +223,7 @@ class Reader:
         # GZIP_OFFLOAD_DECOMPRESSION bodies may arrive transcoded or still gzipped; the codec's
         # decoder accepts both.
         raw = open_fragment_url(url, ref.codec, file_root=self._conns.config.file_root)
-        self._direct = FragmentReader(raw, ref, self.offset, verify_sha1=self.verify_sha1)
+        self._direct = FragmentReader(raw, ref, self.offset, verify_sha1=self.verify_sha1)  # type: ignore[arg-type]
         self._direct_end = min(ref.end, self.request.end_offset) if self.request.end_offset else ref.end
 
     def _read_direct(self, max_bytes: int) -> bytes:

@@ -210,7 +210,8 @@ def _to_spec(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
     if "compression_codec" in frag:
         codec = frag["compression_codec"]
         try:
-            spec.fragment.compression_codec = codec if isinstance(codec, int) else codec_from_name(str(codec))
+            value = codec if isinstance(codec, int) else codec_from_name(str(codec))
+            spec.fragment.compression_codec = value  # type: ignore[assignment]
         except ValueError as e:
             raise SpecError(f"{where}: {e}") from None
     spec.fragment.stores.extend(str(s) for s in frag.get("stores", []) or [])
