@@ -215,3 +215,11 @@ def test_read_only_journal_can_be_read(gz):
     j = gz.create(flags=1, codec=pb.NONE).name
     _put_foreign(gz, j, 0, b"from elsewhere")
     assert b"".join(r.content for r in gz.read(j, 0)) == b"from elsewhere"
+
+
+def test_blocked_read_ends_when_the_journal_is_deleted(gz):
+    j = gz.create().name
+    reader = Reader(gz, pb.ReadRequest(journal=j, offset=0, block=True))
+    assert gz.apply(pb.ApplyRequest.Change(expect_mod_revision=-1, delete=j)).status == pb.OK
+    reader.join(10)
+    assert not reader.is_alive() and reader.got == []

@@ -87,8 +87,10 @@ class Refresher:
                 listed.extend(self._stores.get(url).list(journal.name))
             except Exception as e:
                 failed = True
-                self._stores.record(url, e)
+                self._stores.record(url, e, "list")
                 log.warning("listing %s in %s failed: %s", journal.name, redact_url(url), redact_url(str(e)))
+                continue
+            self._stores.record(url, None, "list")
         if not failed or not journal.listed.is_set():
             # A failed listing keeps the previous index, except the very first one, which must
             # not hold appends back forever.

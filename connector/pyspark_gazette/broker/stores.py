@@ -22,7 +22,7 @@ class Stores:
         self._storage_options = storage_options
         self._lock = threading.Lock()
         self._stores: dict[str, FragmentStore] = {}
-        self._errors: dict[str, str] = {}
+        self._errors: dict[tuple[str, str], str] = {}  # (url, operation) -> last failure
 
     def get(self, url: str) -> FragmentStore:
         with self._lock:
@@ -32,19 +32,20 @@ class Stores:
                 self._stores[url] = store
             return store
 
-    def record(self, url: str, error: BaseException | None) -> None:
+    def record(self, url: str, error: BaseException | None, operation: str = "persist") -> None:
+        """Remember the outcome of an operation (``persist`` or ``list``) on a store."""
         with self._lock:
             if error is None:
-                self._errors.pop(url, None)
+                self._errors.pop((url, operation), None)
             else:
-                self._errors[url] = redact_url(f"{type(error).__name__}: {error}")
+                self._errors[(url, operation)] = redact_url(f"{operation} failed: {type(error).__name__}: {error}")
 
     def health(self, url: str) -> str:
-        """Empty when healthy, else the text of the last failure (or of a fresh probe)."""
+        """Empty when healthy, else the text of the last failures (or of a fresh probe)."""
         with self._lock:
-            err = self._errors.get(url)
-        if err:
-            return err
+            errors = [text for (u, _), text in sorted(self._errors.items()) if u == url]
+        if errors:
+            return "; ".join(errors)
         try:
             return self.get(url).health()
         except Exception as e:  # a broken URL is an unhealthy store
