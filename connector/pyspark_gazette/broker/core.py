@@ -11,7 +11,6 @@ Data directory layout::
     journals/<id>/journal      the journal's name
     journals/<id>/<begin>.data spool content
     journals/<id>/<begin>.log  spool commit records
-    tmp/                       compressed fragments on their way to a store
 """
 
 from __future__ import annotations
@@ -57,7 +56,7 @@ class BrokerCore:
         self.headers = HeaderFactory(self.registry.state, suffix)
         self.stores = Stores(file_root, storage_options)
         self.syncer = Syncer(self._on_durable)
-        self.persister = Persister(self.stores, os.path.join(self.data_dir, "tmp"))
+        self.persister = Persister(self.stores)
         self.refresher = Refresher(self.stores)
         self.lock = threading.Lock()
         self.changed = threading.Condition()  # notified on every spec revision (List watches)

@@ -14,9 +14,9 @@ without stores keeps its fragments local; a deleted journal's pending spools are
 from __future__ import annotations
 
 import heapq
+import io
 import logging
 import os
-import tempfile
 import threading
 import time
 from datetime import datetime, timezone
@@ -35,10 +35,8 @@ RETRY_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
 class Persister:
-    def __init__(self, stores: Stores, tmp_dir: str):
+    def __init__(self, stores: Stores):
         self._stores = stores
-        self._tmp_dir = tmp_dir
-        os.makedirs(tmp_dir, exist_ok=True)
         self._cond = threading.Condition()
         self._queue: list[tuple[float, int, Journal, Spool, int]] = []  # (due, seq, journal, spool, attempt)
         self._seq = 0
@@ -103,7 +101,7 @@ class Persister:
             return  # no stores: the fragment stays local
         url = stores[0]
         try:
-            ref = persist_spool(self._stores.get(url), url, journal.spec, spool, self._tmp_dir)
+            ref = persist_spool(self._stores.get(url), url, journal.spec, spool)
         except Exception as e:
             self._stores.record(url, e)
             delay = RETRY_BACKOFF[min(attempt, len(RETRY_BACKOFF) - 1)]
@@ -124,7 +122,7 @@ class Persister:
         log.debug("persisted %s", ref.describe())
 
 
-def persist_spool(store: FragmentStore, url: str, spec: pb.JournalSpec, spool: Spool, tmp_dir: str) -> FragmentRef:
+def persist_spool(store: FragmentStore, url: str, spec: pb.JournalSpec, spool: Spool) -> FragmentRef:
     """Compress ``spool`` with its codec and upload it; returns the persisted ref (with mod_time)."""
     first = datetime.fromtimestamp(spool.first_append_time or time.time(), timezone.utc)
     values = postfix.SpoolValues(journal=spool.journal, begin=spool.begin, end=spool.end, first_append_time=first)
@@ -138,43 +136,76 @@ def persist_spool(store: FragmentStore, url: str, spec: pb.JournalSpec, spool: S
         backing_store=url,
         path_postfix=path_postfix,
     )
-    size = spool.end - spool.begin
     if spool.codec == pb.NONE:
-        with open(spool.data_path, "rb") as src:
-            mod_time = store.put(ref, _Limited(src, size))
+        # A rolled spool file holds exactly [begin, end): upload it as it is.
+        mod_time = store.put(ref, spool.data_path)
     else:
-        fd, tmp = tempfile.mkstemp(dir=tmp_dir, suffix=".partial")
-        try:
-            with os.fdopen(fd, "wb") as out, open(spool.data_path, "rb") as src:
-                comp = Compressor(spool.codec, out)
-                left = size
-                while left:
-                    block = src.read(min(1 << 20, left))
-                    if not block:
-                        raise OSError(f"spool {spool.data_path} ended {left} bytes early")
-                    comp.write(block)
-                    left -= len(block)
-                comp.close()
-            with open(tmp, "rb") as src:
-                mod_time = store.put(ref, src)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with _CompressingReader(spool.data_path, spool.end - spool.begin, spool.codec) as src:
+            mod_time = store.put(ref, src)
     return FragmentRef(ref.journal, ref.begin, ref.end, ref.sum, ref.codec, url, int(mod_time), path_postfix)
 
 
-class _Limited:
-    """A read-only file view of the first ``size`` bytes (a spool file is exactly that long)."""
+class _Sink:
+    """Where the compressor writes: a growing buffer the reader drains."""
 
-    def __init__(self, f, size: int):
-        self._f, self._left = f, size
+    def __init__(self) -> None:
+        self.buf = bytearray()
 
-    def read(self, n: int = -1) -> bytes:
-        if n < 0 or n > self._left:
-            n = self._left
-        data = self._f.read(n)
-        self._left -= len(data)
-        return data
+    def write(self, data) -> int:
+        self.buf += data
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+class _CompressingReader(io.RawIOBase):
+    """The compressed bytes of the first ``size`` bytes of a file, produced as they are read.
+
+    The store upload pulls from it, so a fragment is compressed straight into the store with no
+    temporary file (one write of the compressed bytes instead of two).
+    """
+
+    BLOCK = 1 << 20
+
+    def __init__(self, path: str, size: int, codec: int):
+        self._src = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self._path = path
+        self._left = size
+        self._sink = _Sink()
+        self._comp = Compressor(codec, self._sink)
+        self._done = False
 
     def readable(self) -> bool:
         return True
+
+    def _fill(self, want: int) -> None:
+        while not self._done and (want < 0 or len(self._sink.buf) < want):
+            if self._left:
+                block = self._src.read(min(self.BLOCK, self._left))
+                if not block:
+                    raise OSError(f"spool {self._path} ended {self._left} bytes early")
+                self._left -= len(block)
+                self._comp.write(block)
+            else:
+                self._comp.close()
+                self._done = True
+
+    def read(self, size: int | None = -1) -> bytes:
+        want = -1 if size is None or size < 0 else size
+        self._fill(want)
+        buf = self._sink.buf
+        n = len(buf) if want < 0 else min(want, len(buf))
+        out = bytes(buf[:n])
+        del buf[:n]
+        return out
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._src.close()
+        super().close()
