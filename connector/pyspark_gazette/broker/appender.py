@@ -158,7 +158,7 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
         return pb.AppendResponse(status=pb.SUSPENDED, header=headers.header())
     journal.listed.wait()
 
-    def status(code: int, **extra) -> pb.AppendResponse:
+    def status(code: pb.Status, **extra) -> pb.AppendResponse:
         return pb.AppendResponse(status=code, header=headers.header(), **extra)
 
     with journal.append_lock:
@@ -237,6 +237,6 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
         begin=begin,
         end=end,
         sum=sha1sum_from_digest(source.sha1.digest()),
-        compression_codec=spool.codec,
+        compression_codec=spool.codec,  # type: ignore[arg-type]
     )
     return status(pb.OK, commit=commit, registers=registers, total_chunks=chunks)

@@ -106,6 +106,7 @@ class BrokerCore:
                 return False, revision
             for name in upserted:
                 entry = self.registry.get(name)
+                assert entry is not None
                 journal = self.journals.get(name)
                 if journal is None:
                     self._open_journal(entry)
@@ -130,7 +131,9 @@ class BrokerCore:
             spec.CopyFrom(journal.spec)
             spec.ClearField("suspend")
             self.registry.update_spec(spec)
-            journal.update_entry(self.registry.get(spec.name))
+            entry = self.registry.get(spec.name)
+            assert entry is not None
+            journal.update_entry(entry)
         self._notify_changed()
 
     def _notify_changed(self) -> None:

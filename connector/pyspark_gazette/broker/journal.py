@@ -114,7 +114,9 @@ class Journal:
         for spool in self.spools[:-1]:
             spool.close()
         if self.spools:
-            log.info("journal %s recovered %d spool(s), write head %d", self.name, len(self.spools), self.current.end)
+            log.info(
+                "journal %s recovered %d spool(s), write head %d", self.name, len(self.spools), self.spools[-1].end
+            )
 
     def pending_persist(self) -> list[Spool]:
         """Rolled spools that still need to be persisted."""

@@ -141,7 +141,7 @@ def persist_spool(store: FragmentStore, url: str, spec: pb.JournalSpec, spool: S
         mod_time = store.put(ref, spool.data_path)
     else:
         with _CompressingReader(spool.data_path, spool.end - spool.begin, spool.codec) as src:
-            mod_time = store.put(ref, src)
+            mod_time = store.put(ref, src)  # type: ignore[arg-type]  # a readable file object
     return FragmentRef(ref.journal, ref.begin, ref.end, ref.sum, ref.codec, url, int(mod_time), path_postfix)
 
 
@@ -173,7 +173,7 @@ class _CompressingReader(io.RawIOBase):
         self._path = path
         self._left = size
         self._sink = _Sink()
-        self._comp = Compressor(codec, self._sink)
+        self._comp = Compressor(codec, self._sink)  # type: ignore[arg-type]  # only .write is used
         self._done = False
 
     def readable(self) -> bool:

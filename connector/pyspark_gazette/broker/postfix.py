@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 _ACTION = re.compile(r"\{\{(-?)(.*?)(-?)\}\}", re.S)
 _FORMAT = re.compile(r'^\.Spool\.FirstAppendTime\.Format\s+"((?:[^"\\]|\\.)*)"$')
@@ -66,16 +67,22 @@ class SpoolValues:
     first_append_time: datetime  # UTC
 
 
+def _const(text: str) -> Callable[[Any], str]:
+    def fn(_: Any) -> str:
+        return text
+
+    return fn
+
+
 def _compile_layout(layout: str) -> Callable[[datetime], str]:
     parts: list[Callable[[datetime], str]] = []
     i = 0
-    literal = []
+    literal: list[str] = []
     while i < len(layout):
         for token, fn in _TOKENS:
             if layout.startswith(token, i):
                 if literal:
-                    text = "".join(literal)
-                    parts.append(lambda t, text=text: text)
+                    parts.append(_const("".join(literal)))
                     literal = []
                 parts.append(fn)
                 i += len(token)
@@ -84,9 +91,12 @@ def _compile_layout(layout: str) -> Callable[[datetime], str]:
             literal.append(layout[i])
             i += 1
     if literal:
-        text = "".join(literal)
-        parts.append(lambda t, text=text: text)
-    return lambda t: "".join(p(t) for p in parts)
+        parts.append(_const("".join(literal)))
+
+    def render(t: datetime) -> str:
+        return "".join(p(t) for p in parts)
+
+    return render
 
 
 def _compile_action(expr: str) -> Callable[[SpoolValues], str]:
@@ -114,13 +124,11 @@ def compile_template(template: str) -> Callable[[SpoolValues], str]:
     """Compile a path postfix template, or raise ``ValueError`` naming what is unsupported."""
     parts: list[Callable[[SpoolValues], str]] = []
     pos = 0
-    literals: list[str] = []
     for m in _ACTION.finditer(template):
         literal = template[pos : m.start()]
         if m.group(1):
             literal = literal.rstrip()
-        literals.append(literal)
-        parts.append(lambda s, text=literal: text)
+        parts.append(_const(literal))
         parts.append(_compile_action(m.group(2).strip()))
         pos = m.end()
         if m.group(3):
@@ -129,8 +137,12 @@ def compile_template(template: str) -> Callable[[SpoolValues], str]:
     tail = template[pos:]
     if "{{" in tail or "}}" in tail:
         raise ValueError(f"path_postfix_template has an unterminated action: {template!r}")
-    parts.append(lambda s, text=tail: text)
-    return lambda s: "".join(p(s) for p in parts)
+    parts.append(_const(tail))
+
+    def render(values: SpoolValues) -> str:
+        return "".join(p(values) for p in parts)
+
+    return render
 
 
 def evaluate(template: str, values: SpoolValues) -> str:

@@ -115,7 +115,7 @@ class JournalServicer(pb_grpc.JournalServicer):
 
     # ---------------------------------------------------------------- Read
 
-    def _resolve(self, name: str) -> tuple[Journal | None, int]:
+    def _resolve(self, name: str) -> tuple[Journal | None, pb.Status]:
         journal = self.core.journal(journal_name(name))
         if journal is None:
             return None, pb.JOURNAL_NOT_FOUND
@@ -131,9 +131,9 @@ class JournalServicer(pb_grpc.JournalServicer):
                 grpc.StatusCode.INVALID_ARGUMENT, f"invalid end_offset {request.end_offset} (< offset {request.offset})"
             )
         journal, status = self._resolve(request.journal)
-        if status == pb.OK and not journal.readable:
+        if journal is not None and status == pb.OK and not journal.readable:
             status = pb.NOT_ALLOWED
-        if status != pb.OK:
+        if journal is None or status != pb.OK:
             yield pb.ReadResponse(status=status, header=self.headers.header())
             return
         journal.listed.wait()
@@ -145,7 +145,7 @@ class JournalServicer(pb_grpc.JournalServicer):
 
         context.add_callback(wake)
         offset = request.offset
-        header = self.headers.header()
+        header: pb.Header | None = self.headers.header()
         while True:
             with journal.cond:
                 if offset == -1:
@@ -236,13 +236,13 @@ class JournalServicer(pb_grpc.JournalServicer):
         if request.end_mod_time and request.end_mod_time < request.begin_mod_time:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid end_mod_time (< begin_mod_time)")
         journal, status = self._resolve(request.journal)
-        if status != pb.OK:
+        if journal is None or status != pb.OK:
             return pb.FragmentsResponse(status=status, header=self.headers.header())
         journal.listed.wait()
         with journal.cond:
             fragments = journal.index.all(journal.local_refs())
         ttl = request.signatureTTL.seconds + request.signatureTTL.nanos / 1e9 if request.HasField("signatureTTL") else 0
-        out = []
+        out: list[pb.FragmentsResponse._Fragment] = []
         next_token = 0
         scan = [f for f in fragments if f.begin >= request.next_page_token]
         for f in scan:
