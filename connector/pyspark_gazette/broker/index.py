@@ -10,6 +10,7 @@ the longest fragment covering an offset, or the fragment a reader may jump to ov
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -54,6 +55,14 @@ class FragmentIndex:
         # Fragments the persister added since the last listing began, kept across a listing
         # that raced with the upload.
         self._recent: dict[tuple[int, int, str], tuple[FragmentRef, float]] = {}
+        self._cover: list[FragmentRef] = []  # cover set of `remote`: begins and ends ascending
+        self._begins: list[int] = []
+        self._end = 0
+
+    def _changed(self) -> None:
+        self._cover = cover_set(self.remote.values())
+        self._begins = [f.begin for f in self._cover]
+        self._end = self._cover[-1].end if self._cover else 0
 
     @staticmethod
     def _key(f: FragmentRef) -> tuple[int, int, str]:
@@ -62,6 +71,7 @@ class FragmentIndex:
     def add_persisted(self, ref: FragmentRef) -> None:
         self.remote[self._key(ref)] = ref
         self._recent[self._key(ref)] = (ref, time.monotonic())
+        self._changed()
 
     def replace_remote(self, listed: Iterable[FragmentRef], listing_started: float) -> None:
         """Install a store listing that began at ``listing_started`` (monotonic seconds)."""
@@ -72,9 +82,10 @@ class FragmentIndex:
             else:
                 del self._recent[key]
         self.remote = remote
+        self._changed()
 
     def remote_end(self) -> int:
-        return max((f.end for f in self.remote.values()), default=0)
+        return self._end
 
     def all(self, local: Iterable[FragmentRef]) -> list[FragmentRef]:
         return cover_set(list(self.remote.values()) + [f for f in local if f.end > f.begin])
@@ -90,23 +101,7 @@ class FragmentIndex:
         fragments modified before ``begin_mod_time`` are ignored, so reads skip them.
         """
         now = time.time() if now is None else now
-        candidates = [f for f in local if f.end > f.begin]
-        for f in self.remote.values():
-            if begin_mod_time and f.mod_time and f.mod_time < begin_mod_time:
-                continue
-            candidates.append(f)
-        best: FragmentRef | None = None
-        nxt: FragmentRef | None = None
-        first_begin = None
-        for f in candidates:
-            if first_begin is None or f.begin < first_begin:
-                first_begin = f.begin
-            if f.begin <= offset < f.end:
-                if best is None or f.end > best.end or (f.end == best.end and f.is_persisted and not best.is_persisted):
-                    best = f
-            elif f.begin > offset:
-                if nxt is None or f.begin < nxt.begin or (f.begin == nxt.begin and f.end > nxt.end):
-                    nxt = f
+        best, nxt, first_begin = self._scan(offset, local, begin_mod_time)
         if best is not None:
             return QueryResult(best, offset)
         if nxt is None:
@@ -119,3 +114,39 @@ class FragmentIndex:
         ):
             return QueryResult(nxt, nxt.begin)
         return None
+
+    def _scan(
+        self, offset: int, local: list[FragmentRef], begin_mod_time: int
+    ) -> tuple[FragmentRef | None, FragmentRef | None, int | None]:
+        """(longest fragment covering offset, first fragment after it, first begin overall)."""
+        best: FragmentRef | None = None
+        nxt: FragmentRef | None = None
+        first_begin: int | None = None
+
+        def consider(f: FragmentRef) -> None:
+            nonlocal best, nxt, first_begin
+            if first_begin is None or f.begin < first_begin:
+                first_begin = f.begin
+            if f.begin <= offset < f.end:
+                if best is None or f.end > best.end or (f.end == best.end and f.is_persisted and not best.is_persisted):
+                    best = f
+            elif f.begin > offset:
+                if nxt is None or f.begin < nxt.begin or (f.begin == nxt.begin and f.end > nxt.end):
+                    nxt = f
+
+        for f in local:
+            if f.end > f.begin:
+                consider(f)
+        if begin_mod_time:
+            for f in self.remote.values():
+                if not (f.mod_time and f.mod_time < begin_mod_time):
+                    consider(f)
+        elif self._cover:
+            # The cover set is sorted with ascending ends: bisect instead of scanning it all.
+            consider(self._cover[0])
+            i = bisect.bisect_right(self._begins, offset) - 1
+            if i >= 0:
+                consider(self._cover[i])
+            if i + 1 < len(self._cover):
+                consider(self._cover[i + 1])
+        return best, nxt, first_begin
