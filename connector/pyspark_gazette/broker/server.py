@@ -8,6 +8,7 @@ offset not yet available, ...) are protocol responses; malformed requests are gR
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 
 import grpc
@@ -275,8 +276,6 @@ class JournalServicer(pb_grpc.JournalServicer):
 
 def _stream_local(spool, offset: int, stop: int) -> Iterator[pb.ReadResponse]:
     """Chunks of a local spool's content file, read with pread (raises FileNotFoundError if gone)."""
-    import os
-
     fd = os.open(spool.data_path, os.O_RDONLY)
     try:
         pos = offset
