@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark_gazette._fs import fsync_dir
 from pyspark_gazette.broker import postfix
 from pyspark_gazette.broker.headers import ClusterState, new_nonzero_id
 from pyspark_gazette.errors import SpecError
@@ -135,14 +136,6 @@ class SpecEntry:
     create_revision: int
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def atomic_write(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` via temp file + fsync + rename + directory fsync."""
     tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
@@ -151,7 +144,7 @@ def atomic_write(path: str, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(path) or ".")
+    fsync_dir(os.path.dirname(path) or ".")
 
 
 class SpecRegistry:

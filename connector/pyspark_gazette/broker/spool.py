@@ -22,6 +22,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from pyspark_gazette._fs import fsync_dir
 from pyspark_gazette.protocol import pb
 
 _MAGIC = 0x475A5350  # "GZSP"
@@ -81,14 +82,6 @@ def list_spool_begins(directory: str) -> list[int]:
             except ValueError:
                 continue
     return sorted(begins)
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Spool:

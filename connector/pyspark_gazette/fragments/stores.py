@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 
+from pyspark_gazette._fs import fsync_dir
 from pyspark_gazette.errors import (
     FragmentNameError,
     FragmentNotFoundError,
@@ -333,7 +334,7 @@ class FragmentStore:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(partial, path)
-            _fsync_dir(directory)  # the rename itself must survive a crash before we report success
+            fsync_dir(directory)  # the rename itself must survive a crash before we report success
         except BaseException:
             try:
                 os.remove(partial)
@@ -508,11 +509,3 @@ def _s3_options(url: StoreURL, options: dict[str, Any]) -> dict[str, Any]:
     options.setdefault("use_listings_cache", False)
     options.setdefault("skip_instance_cache", True)
     return {**options, "endpoint_url": endpoint, "client_kwargs": client_kwargs, "config_kwargs": config_kwargs}
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
