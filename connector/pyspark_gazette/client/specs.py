@@ -135,6 +135,13 @@ def load_specs(text: str) -> list[SpecNode]:
     return out
 
 
+def spec_from_mapping(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
+    """The spec of journal ``name`` from a mapping of node fields (no children)."""
+    out: list[SpecNode] = []
+    _walk({**fields, "name": name}, {}, "", out)
+    return out[0].spec
+
+
 def _walk(node: Any, inherited: dict[str, Any], parent: str, out: list[SpecNode]) -> None:
     if not isinstance(node, dict):
         raise SpecError(f"a spec node must be a mapping, not {type(node).__name__} (under {parent!r})")

@@ -1,0 +1,659 @@
+"""Data source options: every key once, with its type, default and documentation.
+
+Spark hands a data source its options as a case-insensitive ``str -> str`` mapping. They are
+parsed once, on the driver, into the frozen :class:`ReadOptions` / :class:`WriteOptions`, which
+pickle to executors. Every error names the option (:class:`~pyspark_gazette.errors.OptionError`)
+and unknown keys are rejected, so a typo fails at planning time instead of being ignored.
+
+The options reference in the docs is generated from :data:`OPTIONS`; a test keeps the two equal.
+Names follow Spark's Kafka source where the meaning is the same (``startingOffsets``,
+``endingOffsets``, ``failOnDataLoss``, ``maxOffsetsPerTrigger`` ...).
+
+Values may also come from the environment: ``PYSPARK_GAZETTE_<KEY>`` with the key upper-cased
+and dots as underscores (``PYSPARK_GAZETTE_BROKER_ADDRESS``), and ``broker.address`` also falls
+back to ``BROKER_ADDRESS`` as Gazette's own tools do. Explicit options win over the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark_gazette.errors import OptionError
+
+READ, STREAM, WRITE = "read", "stream", "write"
+ALL = frozenset({READ, STREAM, WRITE})
+READS = frozenset({READ, STREAM})
+ENV_PREFIX = "PYSPARK_GAZETTE_"
+
+FRAMINGS = ("auto", "ndjson", "protobuf-fixed", "csv", "lines")
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One data source option, as documented."""
+
+    key: str
+    kind: str  # string | secret | bool | int | bytes | enum | offsets | timestamp
+    default: Any
+    doc: str
+    scopes: frozenset[str] = ALL
+    choices: tuple[str, ...] = ()
+    example: str = ""
+    env: tuple[str, ...] = ()
+
+
+OPTIONS: tuple[Option, ...] = (
+    # -- connection --------------------------------------------------------------------------
+    Option(
+        "broker.address",
+        "string",
+        None,
+        "Broker URL of the Gazette cluster (`http://`, `https://`, `unix://`). Required unless set in the environment.",
+        example="http://127.0.0.1:8080",
+        env=("BROKER_ADDRESS",),
+    ),
+    Option(
+        "broker.authToken",
+        "secret",
+        None,
+        "Bearer JWT sent with every broker RPC. Never logged or shown in plans.",
+        example="eyJhbGciOi...",
+        env=("BROKER_AUTH_TOKEN",),
+    ),
+    Option("broker.zone", "string", "", "Prefer brokers of this zone for reads."),
+    # -- journal selection -------------------------------------------------------------------
+    Option(
+        "journals",
+        "string",
+        None,
+        "Comma-separated journal names to read. Exactly one of `journals`, "
+        "`selector` (or a `load()` path) is required for reads.",
+        scopes=READS,
+        example="quickstart/clicks",
+    ),
+    Option(
+        "selector",
+        "string",
+        None,
+        "Label selector choosing the journals to read, in Gazette's syntax.",
+        scopes=READS,
+        example="app.gazette.dev/message-type=ClickEvent,name:prefix=quickstart/",
+    ),
+    Option(
+        "journal",
+        "string",
+        None,
+        "Journal to write to, unless the DataFrame has a `journal` column (which then wins row by row).",
+        scopes=frozenset({WRITE}),
+        example="quickstart/clicks",
+    ),
+    # -- bounds ------------------------------------------------------------------------------
+    Option(
+        "startingOffsets",
+        "offsets",
+        None,
+        "Where reading starts: `earliest`, `latest`, or JSON "
+        '`{"journal": offset}` where -2 means earliest and -1 latest. Default `earliest` for batch '
+        "reads, `latest` for streams. Offsets must be message boundaries (values of the `offset` column "
+        "or an earlier `endingOffsets`); a start inside a message skips to the next message.",
+        scopes=READS,
+        example='{"quickstart/clicks": 1048576}',
+    ),
+    Option(
+        "endingOffsets",
+        "offsets",
+        "latest",
+        "Where a batch read ends (exclusive): `latest` (the write head "
+        "when the query is planned) or JSON per journal (-1 = latest). A message that begins before the "
+        "end is returned whole.",
+        scopes=frozenset({READ}),
+        example='{"quickstart/clicks": 2097152}',
+    ),
+    Option(
+        "startingTimestamp",
+        "timestamp",
+        None,
+        "Start at the first fragment persisted at or after this time "
+        "(milliseconds since the epoch, compared with fragment modification times). Takes precedence "
+        "over `startingOffsets`.",
+        scopes=READS,
+        example="1767225600000",
+    ),
+    Option(
+        "endingTimestamp",
+        "timestamp",
+        None,
+        "End after the last fragment persisted at or before this time "
+        "(milliseconds since the epoch); unpersisted content is then excluded.",
+        scopes=frozenset({READ}),
+        example="1767312000000",
+    ),
+    # -- format ------------------------------------------------------------------------------
+    Option(
+        "framing",
+        "enum",
+        "auto",
+        "Message framing. `auto` uses each journal's `content-type` label "
+        "(application/x-ndjson, application/x-protobuf-fixed, text/csv, text/plain).",
+        choices=FRAMINGS,
+    ),
+    Option(
+        "mode",
+        "enum",
+        "PERMISSIVE",
+        "With a user schema: how malformed JSON is handled, as in Spark's JSON "
+        "source. PERMISSIVE puts the raw text in `columnNameOfCorruptRecord` (when that column is in the "
+        "schema) and nulls elsewhere; DROPMALFORMED drops the row; FAILFAST fails the query.",
+        scopes=READS,
+        choices=MODES,
+    ),
+    Option(
+        "columnNameOfCorruptRecord",
+        "string",
+        "_corrupt_record",
+        "Column receiving malformed records in PERMISSIVE mode.",
+        scopes=READS,
+    ),
+    Option(
+        "includeMetadata",
+        "bool",
+        False,
+        "Add message metadata columns (`uuid`, `producer`, `clock`, "
+        "`flags` from Gazette message UUIDs, and the fragment's `mod_time`). With a user schema, name them "
+        "`_uuid`, `_producer`, `_clock`, `_flags`, `_mod_time`, `_journal`, `_offset` instead.",
+        scopes=READS,
+    ),
+    Option(
+        "uuidPointer",
+        "string",
+        "/_meta/uuid",
+        "JSON pointer of the message UUID in ndjson documents "
+        "(Estuary Flow and Gazette consumers use `/_meta/uuid`). For csv the UUID is column 0.",
+        example="/_meta/uuid",
+    ),
+    Option(
+        "readCommitted",
+        "bool",
+        False,
+        "Apply Gazette's read-committed sequencer: drop uncommitted and "
+        "rolled-back transactional messages and duplicates, and hide ACK messages. Each journal is then "
+        "read by one task, in order.",
+        scopes=READS,
+    ),
+    # -- planning ----------------------------------------------------------------------------
+    Option(
+        "maxPartitionBytes",
+        "bytes",
+        128 << 20,
+        "Target content bytes per input partition: small fragments "
+        "are coalesced up to it and the unpersisted tail is split at it. A fragment is never split.",
+        scopes=READS,
+        example="256m",
+    ),
+    Option(
+        "directReads",
+        "bool",
+        True,
+        "Read persisted fragments directly from the object store in the "
+        "executors. `false` reads everything through the brokers' Read RPC.",
+        scopes=READS,
+    ),
+    Option(
+        "signedUrls",
+        "bool",
+        False,
+        "Read persisted fragments through signed URLs that the brokers mint "
+        "(no store credentials needed in executors) instead of the store's own API.",
+        scopes=READS,
+    ),
+    Option("verifySha1", "bool", False, "Check every persisted fragment's SHA1 against its name.", scopes=READS),
+    Option(
+        "failOnDataLoss",
+        "bool",
+        True,
+        "Fail when content is missing (deleted or corrupt fragments, offset "
+        "jumps). `false` skips it with a warning and counts it in the task metrics.",
+        scopes=READS,
+    ),
+    # -- stores ------------------------------------------------------------------------------
+    Option(
+        "store.fileRoot",
+        "string",
+        None,
+        "Local (or mounted) directory that `file://` store URLs are rooted at, "
+        "as the brokers' `--file-root`. Without it, file-store fragments are read through the brokers.",
+        example="/mnt/gazette",
+    ),
+    Option(
+        "store.s3.endpoint",
+        "string",
+        None,
+        "S3 endpoint URL for MinIO and other S3-compatible stores "
+        "(path-style addressing); overrides the store URL's `endpoint`.",
+        example="http://minio:9000",
+    ),
+    Option("store.s3.region", "string", None, "S3 region; overrides the store URL's `region`."),
+    Option("store.s3.accessKeyId", "secret", None, "S3 access key id (else the environment/instance credentials)."),
+    Option("store.s3.secretAccessKey", "secret", None, "S3 secret access key."),
+    Option("store.s3.sessionToken", "secret", None, "S3 session token for temporary credentials."),
+    Option("store.s3.profile", "string", None, "AWS profile name; overrides the store URL's `profile`."),
+    Option("store.s3.anonymous", "bool", False, "Access public buckets without credentials."),
+    # -- streaming ---------------------------------------------------------------------------
+    Option(
+        "maxBytesPerTrigger",
+        "bytes",
+        None,
+        "Admission control: at most about this many content bytes per "
+        "micro-batch, shared across journals in proportion to their backlog.",
+        scopes=frozenset({STREAM}),
+        example="512m",
+    ),
+    Option(
+        "maxOffsetsPerTrigger",
+        "bytes",
+        None,
+        "Alias of `maxBytesPerTrigger` (Gazette offsets are bytes).",
+        scopes=frozenset({STREAM}),
+    ),
+    Option(
+        "minBytesPerTrigger",
+        "bytes",
+        None,
+        "Wait until at least this many new bytes are available "
+        "(or `maxTriggerDelay` passed) before starting a micro-batch.",
+        scopes=frozenset({STREAM}),
+    ),
+    Option(
+        "maxTriggerDelay",
+        "duration",
+        "15m",
+        "Longest wait for `minBytesPerTrigger`.",
+        scopes=frozenset({STREAM}),
+        example="5m",
+    ),
+    # -- writing -----------------------------------------------------------------------------
+    Option(
+        "transactional",
+        "bool",
+        False,
+        "Publish ndjson rows with Gazette message UUIDs (a producer per task, "
+        "CONTINUE_TXN) and commit with ACK messages, so read-committed readers see each row once even "
+        "across task retries.",
+        scopes=frozenset({WRITE}),
+    ),
+    Option(
+        "createJournals",
+        "string",
+        None,
+        "A journal spec (YAML or JSON, gazctl layout without a name) used to "
+        "create journals that do not exist yet. Without it, writing to a missing journal fails.",
+        scopes=frozenset({WRITE}),
+        example='{"fragment": {"length": 134217728, "compression_codec": "ZSTANDARD", '
+        '"stores": ["s3://bucket/gazette/"], "refresh_interval": "1m"}}',
+    ),
+    Option(
+        "maxBatchBytes",
+        "bytes",
+        64 << 20,
+        "Largest Append RPC the writer builds before starting the next.",
+        scopes=frozenset({WRITE}),
+    ),
+)
+
+_BY_KEY = {o.key.lower(): o for o in OPTIONS}
+#: Keys Spark itself may pass along with the user's options.
+_SPARK_KEYS = {"path", "paths"}
+_BYTES = re.compile(r"^\s*(\d+)\s*([kmgt]i?b?|b)?\s*$", re.I)
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def option(key: str) -> Option:
+    return _BY_KEY[key.lower()]
+
+
+def _parse_bool(key: str, text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("true", "1", "yes"):
+        return True
+    if t in ("false", "0", "no"):
+        return False
+    raise OptionError(key, f"expected true or false, got {text!r}")
+
+
+def _parse_bytes(key: str, text: str) -> int:
+    m = _BYTES.match(text)
+    if not m:
+        raise OptionError(key, f"expected a byte size such as 134217728, 128m or 1g, got {text!r}")
+    value = int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].lower()]
+    if value <= 0:
+        raise OptionError(key, f"must be positive, got {text!r}")
+    return value
+
+
+def _parse_int(key: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise OptionError(key, f"expected an integer, got {text!r}") from None
+
+
+def _parse_timestamp(key: str, text: str) -> int:
+    value = _parse_int(key, text)
+    if value < 0:
+        raise OptionError(key, f"expected milliseconds since the epoch, got {text!r}")
+    return value
+
+
+def _parse_duration(key: str, text: str) -> float:
+    from pyspark_gazette.client.specs import parse_duration
+    from pyspark_gazette.errors import SpecError
+
+    try:
+        value = parse_duration(text, where=key)
+    except SpecError:
+        raise OptionError(key, f"expected a duration such as 30s, 5m or 1h, got {text!r}") from None
+    if value < 0:
+        raise OptionError(key, f"must not be negative, got {text!r}")
+    return value
+
+
+def parse_offsets(key: str, text: str) -> str | dict[str, int]:
+    """``earliest`` / ``latest`` or a JSON object of journal -> offset (-2 earliest, -1 latest)."""
+    t = text.strip()
+    if t.lower() in ("earliest", "latest"):
+        return t.lower()
+    try:
+        value = json.loads(t)
+    except json.JSONDecodeError:
+        raise OptionError(key, f"expected earliest, latest or a JSON object of journal offsets, got {text!r}") from None
+    if not isinstance(value, dict) or not value:
+        raise OptionError(key, f"expected a non-empty JSON object of journal offsets, got {text!r}")
+    out: dict[str, int] = {}
+    for journal, offset in value.items():
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
+            raise OptionError(key, f"offset of journal {journal!r} must be an integer >= -2, got {offset!r}")
+        out[str(journal)] = offset
+    return out
+
+
+_PARSERS = {
+    "bool": _parse_bool,
+    "bytes": _parse_bytes,
+    "int": _parse_int,
+    "timestamp": _parse_timestamp,
+    "duration": _parse_duration,
+    "offsets": parse_offsets,
+}
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + key.upper().replace(".", "_")
+
+
+def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Validate ``options`` for ``scope`` and return ``{canonical key: typed value}`` with defaults.
+
+    Raises :class:`OptionError` for unknown keys, keys of another scope, and bad values.
+    """
+    env = os.environ if env is None else env
+    given = {str(k).lower(): v for k, v in options.items() if v is not None}
+    out: dict[str, Any] = {}
+    for key in given:
+        if key in _SPARK_KEYS:
+            continue
+        opt = _BY_KEY.get(key)
+        if opt is None:
+            close = [o.key for o in OPTIONS if o.key.lower().replace(".", "") == key.replace(".", "")]
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise OptionError(key, f"unknown option{hint}; see the options reference")
+        if scope not in opt.scopes:
+            raise OptionError(opt.key, f"does not apply to {scope}s (it applies to: {', '.join(sorted(opt.scopes))})")
+    for opt in OPTIONS:
+        if scope not in opt.scopes:
+            continue
+        raw = given.get(opt.key.lower())
+        if raw is None:
+            for name in (env_name(opt.key), *opt.env):
+                if env.get(name):
+                    raw = env[name]
+                    break
+        if raw is None:
+            out[opt.key] = opt.default
+            continue
+        raw = str(raw)
+        if opt.kind == "enum":
+            match = [c for c in opt.choices if c.lower() == raw.strip().lower()]
+            if not match:
+                raise OptionError(opt.key, f"expected one of {', '.join(opt.choices)}, got {raw!r}")
+            out[opt.key] = match[0]
+        elif opt.kind in _PARSERS:
+            out[opt.key] = _PARSERS[opt.kind](opt.key, raw)
+        else:
+            if not raw.strip():
+                raise OptionError(opt.key, "must not be empty")
+            out[opt.key] = raw.strip()
+    if given.get("path") and scope in READS:
+        if out.get("journals") or out.get("selector"):
+            raise OptionError("path", "give journals either as the load() path or as the journals/selector option")
+        out["journals"] = str(given["path"])
+    if given.get("path") and scope == WRITE:
+        if out.get("journal"):
+            raise OptionError("path", "give the journal either as the save() path or as the journal option")
+        out["journal"] = str(given["path"])
+    return out
+
+
+def redacted(options: Mapping[str, str]) -> dict[str, str]:
+    """The options with secret values replaced (for logs and error messages)."""
+    out = {}
+    for k, v in options.items():
+        opt = _BY_KEY.get(str(k).lower())
+        out[k] = "*****" if opt is not None and opt.kind == "secret" else v
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """How executors reach the brokers and the stores (primitives only: pickles to executors)."""
+
+    address: str
+    auth_token: str | None = dataclasses.field(default=None, repr=False)
+    zone: str = ""
+    file_root: str | None = None
+    storage: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
+
+    def client_config(self, *, direct_reads: bool = True):
+        from pyspark_gazette.client import ClientConfig
+
+        return ClientConfig(
+            self.address,
+            auth_token=self.auth_token,
+            file_root=self.file_root,
+            direct_reads=direct_reads,
+            zone=self.zone,
+        )
+
+    def storage_options(self) -> dict[str, Any]:
+        return dict(self.storage)
+
+
+def _connection(values: dict[str, Any]) -> Connection:
+    address = values.get("broker.address")
+    if not address:
+        raise OptionError("broker.address", "is required (or set BROKER_ADDRESS), e.g. http://127.0.0.1:8080")
+    from pyspark_gazette.client.conn import parse_address
+
+    try:
+        parse_address(address)
+    except ValueError as e:
+        raise OptionError("broker.address", str(e)) from None
+    storage: dict[str, Any] = {}
+    if values.get("store.s3.endpoint"):
+        storage["endpoint_url"] = values["store.s3.endpoint"]
+    if values.get("store.s3.region"):
+        storage["region"] = values["store.s3.region"]
+    if values.get("store.s3.accessKeyId"):
+        storage["key"] = values["store.s3.accessKeyId"]
+    if values.get("store.s3.secretAccessKey"):
+        storage["secret"] = values["store.s3.secretAccessKey"]
+    if values.get("store.s3.sessionToken"):
+        storage["token"] = values["store.s3.sessionToken"]
+    if values.get("store.s3.profile"):
+        storage["profile"] = values["store.s3.profile"]
+    if values.get("store.s3.anonymous"):
+        storage["anon"] = True
+    if bool(storage.get("key")) != bool(storage.get("secret")):
+        raise OptionError("store.s3.accessKeyId", "store.s3.accessKeyId and store.s3.secretAccessKey go together")
+    return Connection(
+        address=address,
+        auth_token=values.get("broker.authToken"),
+        zone=values.get("broker.zone") or "",
+        file_root=values.get("store.fileRoot"),
+        storage=tuple(sorted(storage.items())),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """Parsed options of a batch or streaming read."""
+
+    connection: Connection
+    journals: tuple[str, ...]
+    selector: str | None
+    starting_offsets: str | dict[str, int] | None
+    ending_offsets: str | dict[str, int]
+    starting_timestamp: int | None
+    ending_timestamp: int | None
+    framing: str
+    mode: str
+    corrupt_column: str
+    include_metadata: bool
+    uuid_pointer: str
+    read_committed: bool
+    max_partition_bytes: int
+    direct_reads: bool
+    signed_urls: bool
+    verify_sha1: bool
+    fail_on_data_loss: bool
+    max_bytes_per_trigger: int | None = None
+    min_bytes_per_trigger: int | None = None
+    max_trigger_delay: float = 900.0
+
+    @classmethod
+    def parse(
+        cls, options: Mapping[str, str], *, streaming: bool = False, env: Mapping[str, str] | None = None
+    ) -> ReadOptions:
+        v = parse(options, STREAM if streaming else READ, env)
+        journals = tuple(j.strip() for j in (v.get("journals") or "").split(",") if j.strip())
+        if bool(journals) == bool(v.get("selector")):
+            raise OptionError(
+                "journals",
+                "give exactly one of journals (or a load() path) and selector"
+                if journals
+                else "is required: give journals (comma-separated names, or a load() path) or a selector",
+            )
+        if v.get("selector"):
+            from pyspark_gazette.errors import SelectorError
+            from pyspark_gazette.protocol.labels import parse_selector
+
+            try:
+                parse_selector(v["selector"])
+            except SelectorError as e:
+                raise OptionError("selector", str(e)) from None
+        if not v["uuidPointer"].startswith("/"):
+            raise OptionError("uuidPointer", f"a JSON pointer starts with '/', got {v['uuidPointer']!r}")
+        max_bytes = v.get("maxBytesPerTrigger")
+        if v.get("maxOffsetsPerTrigger"):
+            if max_bytes and max_bytes != v["maxOffsetsPerTrigger"]:
+                raise OptionError("maxOffsetsPerTrigger", "conflicts with maxBytesPerTrigger; give one of them")
+            max_bytes = v["maxOffsetsPerTrigger"]
+        start_ts, end_ts = v.get("startingTimestamp"), v.get("endingTimestamp")
+        if start_ts is not None and end_ts is not None and end_ts < start_ts:
+            raise OptionError("endingTimestamp", f"{end_ts} is before startingTimestamp {start_ts}")
+        starting = v.get("startingOffsets")
+        ending = v.get("endingOffsets", "latest")
+        if ending == "earliest":
+            raise OptionError(
+                "endingOffsets", "must be latest or a JSON object of offsets (earliest would read nothing)"
+            )
+        if isinstance(ending, dict) and any(o == -2 for o in ending.values()):
+            raise OptionError("endingOffsets", "-2 (earliest) is not allowed as an ending offset")
+        if isinstance(starting, dict) and isinstance(ending, dict):
+            for journal, start in starting.items():
+                end = ending.get(journal, -1)
+                if start >= 0 and end >= 0 and end < start:
+                    raise OptionError("endingOffsets", f"journal {journal!r} ends at {end}, before its start {start}")
+        if journals:
+            from pyspark_gazette.client.conn import _base_journal
+
+            bad = [j for j in journals if not re.fullmatch(r"[A-Za-z0-9\-_+/.=%]{4,512}", _base_journal(j))]
+            if bad:
+                raise OptionError("journals", f"invalid journal name(s): {', '.join(map(repr, bad))}")
+        return cls(
+            connection=_connection(v),
+            journals=journals,
+            selector=v.get("selector"),
+            starting_offsets=starting,
+            ending_offsets=ending,
+            starting_timestamp=start_ts,
+            ending_timestamp=end_ts,
+            framing=v["framing"],
+            mode=v["mode"],
+            corrupt_column=v["columnNameOfCorruptRecord"],
+            include_metadata=v["includeMetadata"],
+            uuid_pointer=v["uuidPointer"],
+            read_committed=v["readCommitted"],
+            max_partition_bytes=v["maxPartitionBytes"],
+            direct_reads=v["directReads"],
+            signed_urls=v["signedUrls"],
+            verify_sha1=v["verifySha1"],
+            fail_on_data_loss=v["failOnDataLoss"],
+            max_bytes_per_trigger=max_bytes,
+            min_bytes_per_trigger=v.get("minBytesPerTrigger"),
+            max_trigger_delay=v.get("maxTriggerDelay") or 900.0,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOptions:
+    """Parsed options of a batch or streaming write."""
+
+    connection: Connection
+    journal: str | None
+    framing: str
+    transactional: bool
+    uuid_pointer: str
+    create_journals: str | None
+    max_batch_bytes: int
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, env: Mapping[str, str] | None = None) -> WriteOptions:
+        v = parse(options, WRITE, env)
+        if not v["uuidPointer"].startswith("/"):
+            raise OptionError("uuidPointer", f"a JSON pointer starts with '/', got {v['uuidPointer']!r}")
+        if v["transactional"] and v["framing"] not in ("auto", "ndjson"):
+            raise OptionError(
+                "transactional", f"needs ndjson framing (message UUIDs live in JSON documents), not {v['framing']}"
+            )
+        if v.get("createJournals"):
+            from pyspark_gazette.spark.journals import spec_template
+
+            spec_template(v["createJournals"])  # validate now, at planning time
+        return cls(
+            connection=_connection(v),
+            journal=v.get("journal"),
+            framing=v["framing"],
+            transactional=v["transactional"],
+            uuid_pointer=v["uuidPointer"],
+            create_journals=v.get("createJournals"),
+            max_batch_bytes=v["maxBatchBytes"],
+        )
