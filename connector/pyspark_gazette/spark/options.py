@@ -197,6 +197,15 @@ OPTIONS: tuple[Option, ...] = (
         example="256m",
     ),
     Option(
+        "filterPushdown",
+        "bool",
+        False,
+        "Prune journals, fragments and offsets with the query's filters on `journal`, `offset` and "
+        "`mod_time` before any fragment is opened. Needs Spark's `spark.sql.python.filterPushdown.enabled=true` "
+        "too (off by default; Spark refuses a pushdown-capable Python reader without it).",
+        scopes=frozenset({READ}),
+    ),
+    Option(
         "directReads",
         "bool",
         True,
@@ -544,6 +553,7 @@ class ReadOptions:
     signed_urls: bool
     verify_sha1: bool
     fail_on_data_loss: bool
+    filter_pushdown: bool = False
     max_bytes_per_trigger: int | None = None
     min_bytes_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
@@ -617,6 +627,7 @@ class ReadOptions:
             signed_urls=v["signedUrls"],
             verify_sha1=v["verifySha1"],
             fail_on_data_loss=v["failOnDataLoss"],
+            filter_pushdown=bool(v.get("filterPushdown")),
             max_bytes_per_trigger=max_bytes,
             min_bytes_per_trigger=v.get("minBytesPerTrigger"),
             max_trigger_delay=v.get("maxTriggerDelay") or 900.0,

@@ -65,9 +65,11 @@ class GazetteDataSource(DataSource):
         return untyped_schema(text, opts.include_metadata)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from pyspark_gazette.spark.batch import GazetteBatchReader
+        from pyspark_gazette.spark.batch import GazetteBatchReader, GazettePushdownBatchReader
 
-        return GazetteBatchReader(self._read_options(streaming=False), schema)
+        opts = self._read_options(streaming=False)
+        cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
+        return cls(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pyspark_gazette.spark.stream import GazetteStreamReader

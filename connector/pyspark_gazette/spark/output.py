@@ -1,0 +1,174 @@
+"""Arrow batches in the query's schema, from decoded messages (executor side).
+
+Untyped reads (no user schema) produce ``journal``, ``offset``, ``value`` and, with
+``includeMetadata``, ``uuid``, ``producer``, ``clock``, ``flags`` and ``mod_time``. Typed reads
+(a user schema, ndjson framing) parse each document into the schema's columns
+(:class:`~pyspark_gazette.spark.typed.TypedDecoder`); their metadata columns are the same names
+with a leading underscore (``_journal``, ``_offset``, ``_uuid``, ...), filled from the message,
+not the document.
+
+Read-committed reads run Gazette's sequencer over a partition's messages (one journal, in
+order) and keep only committed ones, hiding ACKs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.types import StructType
+
+from pyspark_gazette.errors import UUIDError
+from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read import Messages
+
+UNTYPED = ("journal", "offset", "value")
+METADATA = ("uuid", "producer", "clock", "flags", "mod_time")
+#: Bytes a framing adds around each payload (for message end offsets).
+_OVERHEAD = {"ndjson": 1, "lines": 1, "csv": 1, "protobuf-fixed": 8}
+
+
+def is_untyped(schema: StructType) -> bool:
+    names = schema.names
+    return tuple(names[:3]) == UNTYPED and set(names[3:]) <= set(METADATA)
+
+
+class OutputBuilder:
+    """Builds the record batches of one partition."""
+
+    def __init__(self, schema: StructType, opts: ReadOptions, framing: str):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self.schema = schema
+        self.opts = opts
+        self.framing = framing
+        self.arrow_schema = to_arrow_schema(schema)
+        self.untyped = is_untyped(schema)
+        if self.untyped:
+            self.metadata = [n for n in schema.names[3:]]
+            self.text = pa.types.is_string(self.arrow_schema.field("value").type) or pa.types.is_large_string(
+                self.arrow_schema.field("value").type
+            )
+            self.typed_decoder = None
+        else:
+            if framing != "ndjson":
+                from pyspark_gazette.errors import OptionError
+
+                raise OptionError("schema", f"a user schema needs ndjson framing; this journal's framing is {framing}")
+            from pyspark_gazette.spark.typed import TypedDecoder
+
+            reserved = {f"_{k}": k for k in ("journal", "offset", *METADATA) if f"_{k}" in schema.names}
+            self.metadata = [k for k in reserved.values() if k in METADATA]
+            self.reserved = reserved
+            self.typed_decoder = TypedDecoder(
+                schema, mode=opts.mode, corrupt_column=opts.corrupt_column, reserved=reserved
+            )
+
+    @property
+    def malformed(self) -> int:
+        return self.typed_decoder.errors if self.typed_decoder is not None else 0
+
+    def build(self, journal: str, msgs: Messages) -> pa.RecordBatch | None:
+        n = len(msgs.offsets)
+        if n == 0:
+            return None
+        journal_col = pa.array([journal], pa.string()).take(pa.array([0] * n, pa.int32()))
+        meta = metadata_columns(msgs, self.metadata, self.framing, self.opts.uuid_pointer) if self.metadata else {}
+        if self.typed_decoder is not None:
+            meta["journal"] = journal_col
+            meta["offset"] = msgs.offsets
+            try:
+                return self.typed_decoder.decode(msgs.values, meta)
+            except Exception as e:
+                from pyspark_gazette.errors import MessageDecodeError
+
+                if isinstance(e, MessageDecodeError):
+                    first = msgs.offsets[0].as_py()
+                    raise MessageDecodeError(f"journal {journal!r}, messages from offset {first}: {e}") from e
+                raise
+        values = msgs.values
+        if self.text:
+            values = values.view(pa.large_string() if pa.types.is_large_binary(values.type) else pa.string())
+        columns = {"journal": journal_col, "offset": msgs.offsets, "value": values, **meta}
+        arrays = [
+            columns[f.name].cast(f.type) if columns[f.name].type != f.type else columns[f.name]
+            for f in self.arrow_schema
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+
+def uuid_parts(values: pa.Array, framing: str, pointer: str) -> list[tuple[bytes, int, int] | None]:
+    """(producer, clock, flags) of each message's Gazette UUID, or None where it has none."""
+    from pyspark_gazette.message import extract_uuid_json, parse_uuid
+
+    out: list[tuple[bytes, int, int] | None] = []
+    for raw in values.to_pylist():
+        try:
+            if framing == "ndjson":
+                u = extract_uuid_json(raw, pointer)
+            elif framing == "csv":
+                row = next(csv.reader(io.StringIO(raw.decode("utf-8", "replace"))), [])
+                u = row[0] if row else None
+            else:
+                u = None
+            out.append(parse_uuid(u) if u else None)
+        except (UUIDError, ValueError):
+            out.append(None)
+    return out
+
+
+def metadata_columns(msgs: Messages, names: list[str], framing: str, pointer: str) -> dict[str, pa.Array]:
+    out: dict[str, pa.Array] = {}
+    n = len(msgs.offsets)
+    if any(k in names for k in ("uuid", "producer", "clock", "flags")):
+        from pyspark_gazette.message import build_uuid
+
+        parts = uuid_parts(msgs.values, framing, pointer)
+        out["uuid"] = pa.array([str(build_uuid(*p)) if p else None for p in parts], pa.string())
+        out["producer"] = pa.array([p[0].hex() if p else None for p in parts], pa.string())
+        out["clock"] = pa.array([p[1] if p else None for p in parts], pa.int64())
+        out["flags"] = pa.array([p[2] if p else None for p in parts], pa.int32())
+    if "mod_time" in names:
+        ts = msgs.mod_time * 1_000_000 if msgs.mod_time else None
+        out["mod_time"] = pa.array([ts] * n, pa.timestamp("us", tz="UTC"))
+    return {k: v for k, v in out.items() if k in names}
+
+
+class CommittedFilter:
+    """Read-committed: feeds a partition's messages through Gazette's sequencer."""
+
+    def __init__(self, journal: str, framing: str, opts: ReadOptions):
+        from pyspark_gazette.message import Sequencer
+
+        self.journal, self.framing, self.opts = journal, framing, opts
+        self.sequencer = Sequencer()
+
+    def _envelopes(self, msgs: Messages) -> list:
+        from pyspark_gazette.message import Envelope
+
+        overhead = _OVERHEAD.get(self.framing, 1)
+        parts = uuid_parts(msgs.values, self.framing, self.opts.uuid_pointer)
+        out = []
+        for offset, raw, p in zip(msgs.offsets.to_pylist(), msgs.values.to_pylist(), parts, strict=True):
+            producer, clock, flags = p if p else (b"\0" * 6, 0, 0)
+            out.append(Envelope(self.journal, offset, offset + len(raw) + overhead, producer, clock, flags, raw))
+        return out
+
+    def _replay(self, journal: str, begin: int, end: int) -> Iterator:
+        from pyspark_gazette.spark.plan import Segment
+        from pyspark_gazette.spark.read import segment_messages
+
+        for msgs in segment_messages(Segment(journal, begin, end), self.framing, self.opts):
+            yield from self._envelopes(msgs)
+
+    def filter(self, msgs: Messages) -> Messages | None:
+        committed = list(self.sequencer.sequence(self._envelopes(msgs), self._replay, include_acks=False))
+        if not committed:
+            return None
+        return Messages(
+            pa.array([e.begin for e in committed], pa.int64()),
+            pa.array([e.message for e in committed], pa.binary()),
+            msgs.mod_time,
+        )

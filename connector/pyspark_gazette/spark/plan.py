@@ -1,0 +1,298 @@
+"""Planning reads (driver side): from fragment listings to Spark input partitions.
+
+For each journal the planner takes one snapshot: the broker's fragment listing (persisted
+fragments with their store, plus the local, not yet persisted ones) and the write head at that
+moment. Bounds (offsets or fragment mod times) become a byte range ``[start, end)`` per
+journal, and the range is cut into :class:`Segment` s along fragment boundaries:
+
+* a segment of a persisted fragment is read **directly from the object store** by the executor
+  (fsspec over the store URL, or the broker's signed URL);
+* content not yet persisted, and everything when ``directReads`` is off, is read through the
+  broker's Read RPC;
+* small direct segments are coalesced into one partition up to ``maxPartitionBytes``; a long
+  unpersisted tail is split at that size (text framings only).
+
+The snapshot makes a read repeatable: the partitions name exact byte ranges, so running the same
+plan again reads the same bytes even while the journal grows.
+
+Message boundaries: appends never split a message, so fragment boundaries and write heads are
+message boundaries. A range start inside a message (an explicit offset, or a tail split) is
+marked ``boundary=False`` and the executor skips to the next message; a message that *begins*
+before a range's end is read to its end. Adjacent ranges therefore return every message once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+from pyspark.sql.datasource import InputPartition
+
+from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
+from pyspark_gazette.errors import GazetteError, OptionError
+from pyspark_gazette.fragments import FragmentRef
+from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of
+from pyspark_gazette.spark.options import ReadOptions
+
+log = logging.getLogger(__name__)
+
+#: Lifetime asked for signed fragment URLs (``signedUrls``): tasks may start well after planning.
+SIGNED_URL_TTL = 6 * 3600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Messages of ``journal`` that begin in ``[begin, end)``.
+
+    ``fragment`` is set when the executor reads a persisted fragment directly (``signed_url``
+    when it should use the broker's signed URL); otherwise the broker's Read RPC serves it.
+    ``boundary`` says whether ``begin`` is known to be a message boundary.
+    """
+
+    journal: str
+    begin: int
+    end: int
+    fragment: FragmentRef | None = None
+    signed_url: str = dataclasses.field(default="", repr=False)
+    boundary: bool = True
+    #: Unix seconds the fragment was persisted (0 while it is not).
+    mod_time: int = 0
+
+    @property
+    def length(self) -> int:
+        return self.end - self.begin
+
+
+@dataclasses.dataclass(frozen=True)
+class GazettePartition(InputPartition):
+    """One Spark task: segments of one journal, read in order."""
+
+    index: int
+    journal: str
+    framing: str
+    segments: tuple[Segment, ...]
+
+    def __init__(self, index: int, journal: str, framing: str, segments: tuple[Segment, ...]):
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "journal", journal)
+        object.__setattr__(self, "framing", framing)
+        object.__setattr__(self, "segments", segments)
+        object.__setattr__(self, "value", index)
+
+    @property
+    def length(self) -> int:
+        return sum(s.length for s in self.segments)
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """A journal as planned: its fragments (ordered by begin) and write head."""
+
+    info: JournalInfo
+    framing: str
+    fragments: tuple[ListedFragment, ...]
+    write_head: int
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def earliest(self) -> int:
+        return self.fragments[0].spec.begin if self.fragments else self.write_head
+
+
+def take_snapshot(client: JournalClient, info: JournalInfo, opts: ReadOptions) -> Snapshot:
+    listed = client.list_fragments(info.name, signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None)
+    frags = tuple(sorted(listed, key=lambda f: (f.spec.begin, -f.spec.end)))
+    write_head = max((f.spec.end for f in frags), default=0)
+    return Snapshot(info, framing_of(info, opts.framing), frags, write_head)
+
+
+def resolve_offset(snap: Snapshot, spec: str | dict[str, int] | None, default: str, option: str) -> int:
+    """A start or end offset of ``snap`` from an offsets option value."""
+    if isinstance(spec, dict):
+        value = spec.get(snap.name, -2 if default == "earliest" else -1)
+    else:
+        value = {"earliest": -2, "latest": -1}[spec or default]
+    if value == -2:
+        return snap.earliest
+    if value == -1:
+        return snap.write_head
+    if value > snap.write_head:
+        raise OptionError(option, f"offset {value} of journal {snap.name!r} is beyond its write head {snap.write_head}")
+    return value
+
+
+def start_offset(snap: Snapshot, opts: ReadOptions, default: str = "earliest") -> int:
+    if opts.starting_timestamp is not None:
+        bound = opts.starting_timestamp / 1000.0
+        for f in snap.fragments:
+            if f.spec.mod_time and f.spec.mod_time >= bound:
+                return f.spec.begin
+        # Nothing persisted at or after the bound: start at the first unpersisted content.
+        local = [f.spec.begin for f in snap.fragments if not f.spec.mod_time]
+        return min(local) if local else snap.write_head
+    return resolve_offset(snap, opts.starting_offsets, default, "startingOffsets")
+
+
+def end_offset(snap: Snapshot, opts: ReadOptions, start: int) -> int:
+    if opts.ending_timestamp is not None:
+        bound = opts.ending_timestamp / 1000.0
+        ends = [f.spec.end for f in snap.fragments if f.spec.mod_time and f.spec.mod_time <= bound]
+        return max([start, *ends])
+    return resolve_offset(snap, opts.ending_offsets, "latest", "endingOffsets")
+
+
+class DataLoss(GazetteError):
+    """Content in a planned range is missing from the journal (pruned or deleted)."""
+
+
+def segments(
+    snap: Snapshot,
+    start: int,
+    end: int,
+    opts: ReadOptions,
+    *,
+    start_is_boundary: bool = False,
+    lost: list[tuple[str, int, int]] | None = None,
+) -> list[Segment]:
+    """Cut ``[start, end)`` of ``snap`` into segments along its fragments.
+
+    A hole (no fragment covers some bytes) is data loss: it raises :class:`DataLoss` naming the
+    journal and offsets when ``failOnDataLoss`` is on, else it is logged and appended to ``lost``.
+    """
+    out: list[Segment] = []
+    pos = start
+    file_root = opts.connection.file_root
+    for listed in snap.fragments:
+        f = listed.spec
+        if pos >= end:
+            break
+        if f.end <= pos:
+            continue
+        if f.begin > pos:
+            _lost(snap.name, pos, min(f.begin, end), opts, lost)
+            pos = min(f.begin, end)
+            if pos >= end:
+                break
+        seg_begin, seg_end = pos, min(f.end, end)
+        boundary = seg_begin == f.begin or (start_is_boundary and seg_begin == start)
+        ref = FragmentRef.from_proto(f)
+        direct = (
+            opts.direct_reads
+            and ref.is_persisted
+            and (bool(listed.signed_url) if opts.signed_urls else True)
+            and (file_root is not None or not ref.backing_store.startswith("file://"))
+        )
+        out.append(
+            Segment(
+                snap.name,
+                seg_begin,
+                seg_end,
+                ref if direct else None,
+                listed.signed_url if direct and opts.signed_urls else "",
+                boundary,
+                ref.mod_time,
+            )
+        )
+        pos = seg_end
+    if pos < end:
+        _lost(snap.name, pos, end, opts, lost)
+    return out
+
+
+def _lost(journal: str, begin: int, end: int, opts: ReadOptions, lost: list | None) -> None:
+    text = f"journal {journal!r}: offsets [{begin}, {end}) are not in any fragment (deleted or pruned)"
+    if opts.fail_on_data_loss:
+        raise DataLoss(text + "; set failOnDataLoss=false to skip them")
+    log.warning("%s; skipped (failOnDataLoss=false)", text)
+    if lost is not None:
+        lost.append((journal, begin, end))
+
+
+def partition(
+    snap: Snapshot, segs: Sequence[Segment], opts: ReadOptions, first_index: int = 0
+) -> list[GazettePartition]:
+    """Group one journal's segments into partitions (see the module docstring)."""
+    if not segs:
+        return []
+    if opts.read_committed:
+        return [GazettePartition(first_index, snap.name, snap.framing, tuple(segs))]
+    limit = opts.max_partition_bytes
+    groups: list[list[Segment]] = []
+    current: list[Segment] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal current, size
+        if current:
+            groups.append(current)
+        current, size = [], 0
+
+    for seg in _merge_broker_runs(segs):
+        if seg.fragment is None:
+            flush()
+            for piece in _split_tail(seg, limit, snap.framing):
+                groups.append([piece])
+            continue
+        if current and size + seg.length > limit:
+            flush()
+        current.append(seg)
+        size += seg.length
+    flush()
+    return [GazettePartition(first_index + i, snap.name, snap.framing, tuple(g)) for i, g in enumerate(groups)]
+
+
+def _merge_broker_runs(segs: Sequence[Segment]) -> list[Segment]:
+    """Adjacent broker-read segments become one range (one Read RPC)."""
+    out: list[Segment] = []
+    for seg in segs:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and prev.fragment is None
+            and seg.fragment is None
+            and prev.end == seg.begin
+            and prev.mod_time == seg.mod_time
+        ):
+            out[-1] = dataclasses.replace(prev, end=seg.end)
+        else:
+            out.append(seg)
+    return out
+
+
+def _split_tail(seg: Segment, limit: int, framing: str) -> list[Segment]:
+    if seg.length <= limit or framing not in TEXT_FRAMINGS:
+        return [seg]
+    pieces = []
+    pos = seg.begin
+    while pos < seg.end:
+        nxt = min(pos + limit, seg.end)
+        pieces.append(
+            dataclasses.replace(seg, begin=pos, end=nxt, boundary=seg.boundary if pos == seg.begin else False)
+        )
+        pos = nxt
+    return pieces
+
+
+def plan(
+    client: JournalClient, infos: Sequence[JournalInfo], opts: ReadOptions, *, lost: list | None = None
+) -> tuple[list[GazettePartition], dict[str, tuple[int, int]]]:
+    """Partitions of a batch read, and the planned ``[start, end)`` of each journal."""
+    parts: list[GazettePartition] = []
+    ranges: dict[str, tuple[int, int]] = {}
+    for info in infos:
+        snap = take_snapshot(client, info, opts)
+        start = start_offset(snap, opts)
+        end = end_offset(snap, opts, start)
+        if end < start:
+            raise OptionError("endingOffsets", f"journal {snap.name!r} ends at {end}, before its start {start}")
+        if opts.starting_offsets is not None and start < snap.earliest:
+            _lost(snap.name, start, snap.earliest, opts, lost)
+            start = snap.earliest
+        ranges[snap.name] = (start, end)
+        segs = segments(snap, start, end, opts, lost=lost)
+        parts.extend(partition(snap, segs, opts, len(parts)))
+    return parts, ranges
