@@ -1,0 +1,629 @@
+"""Typed decoding of ndjson message payloads into Arrow columns, as Spark's JSON source would.
+
+:class:`TypedDecoder` turns a ``BinaryArray`` of JSON documents into a ``RecordBatch`` of the
+user's schema (exactly ``to_arrow_schema(schema, timezone="UTC")``, which Spark checks), with
+the ``mode`` semantics of ``spark.read.schema(s).json(path)``:
+
+* PERMISSIVE: a malformed record keeps the fields that did convert (Spark's partial results,
+  nested structs included; an array or map with a bad element is null), the others are null,
+  and the raw text goes to the corrupt column when the schema has it.
+* DROPMALFORMED: malformed records are dropped. FAILFAST: the first one raises
+  :class:`~pyspark_gazette.errors.MessageDecodeError` naming its index in the batch.
+
+Fast path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema, in which
+timestamps, dates and binary are read as strings and converted afterwards (vectorised, for the
+common ISO-8601 forms). Any record pyarrow rejects is found by bisecting the batch, and records
+in small failing ranges (or with unusual values) are converted one by one in Python following
+Spark's rules; so pyarrow only ever accepts records Spark accepts with the same values.
+
+Spark's rules, as followed here: integers must be JSON integers in range; doubles and floats take
+any number plus the strings ``NaN``, ``Infinity``, ``-Infinity`` (floats overflow to infinity);
+strings take any value, a non-string as its JSON text; decimals take numbers or numeric strings,
+rounded half-up to the scale, malformed past the precision; binary is base64; timestamps are
+strings or integer epoch seconds; a string without a zone is UTC; dates are ``yyyy[-m[-d]]``
+strings with anything after ``T`` or a space ignored; ``TimestampNTZ`` refuses a zone; an
+empty string is malformed for any non-string type. Content after the first JSON value of a
+record is ignored; blank records produce no row; a top-level array of objects produces one row
+per object (its metadata repeated); any other non-object is malformed; a duplicate key keeps
+the last value.
+
+Deviations from Spark: naive timestamps are read as UTC (Spark uses the session time zone; run
+Spark with ``spark.sql.session.timeZone=UTC`` for equal results); timestamp strings must be
+ISO-8601-like (Spark also takes zone region ids and a few other forms, which are malformed
+here); single-quoted JSON, which Spark allows by default, is malformed here; a StringType
+field given an object or array gets compact JSON text, not the source text with its spacing;
+a null message produces no row; MapType anywhere in the schema sends every record through the
+per-record path (pyarrow cannot parse maps), which is correct but several times slower.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import decimal
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from pyspark_gazette.errors import MessageDecodeError, OptionError
+
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+RESERVED_KINDS = frozenset({"journal", "offset", "uuid", "producer", "clock", "flags", "mod_time"})
+_LEAF = 16  # Ranges this small that pyarrow rejects are converted record by record.
+_EXCERPT = 120
+
+# Vectorised conversions accept only these forms; anything else goes to the per-record rules.
+_TS_RE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?$"
+_TS_ZONED_RE = r"(Z|[+-]\d{2}:\d{2})$"
+_NTZ_RE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?$"
+_DATE_RE = r"^\d{4}-\d{2}-\d{2}$"
+
+_TS_PY = re.compile(
+    r"(?P<y>[+-]?\d{4,6})(?:-(?P<mo>\d{1,2})(?:-(?P<d>\d{1,2})(?:[T ](?P<h>\d{1,2})(?::(?P<mi>\d{1,2})"
+    r"(?::(?P<s>\d{1,2})(?:\.(?P<f>\d+))?)?)?)?)?)?\s*(?P<z>Z|UTC|GMT|[+-]\d{1,2}(?::?\d{2})?)?"
+)
+_DATE_PY = re.compile(r"(?P<y>[+-]?\d{4,6})(?:-(?P<mo>\d{1,2})(?:-(?P<d>\d{1,2})(?:[T ].*)?)?)?", re.S)
+_SPECIAL_FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "+Infinity": float("inf"), "-Infinity": -float("inf")}
+_FLOAT32_MAX = 3.4028234663852886e38
+_EPOCH_DAY = _dt.date(1970, 1, 1).toordinal()
+_JSON_WS = " \t\r\n"
+
+
+class _Num(str):
+    """A JSON non-integer number, kept as its source text (decimals, string fields)."""
+
+
+_DECODER = json.JSONDecoder(parse_float=_Num, parse_constant=_Num)
+
+
+class _Bad(Exception):
+    """The value does not convert to the field's type."""
+
+
+class _Partial(Exception):
+    """A struct (or array/map of them) converted only in part; ``value`` holds the part."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+# -- per-record rules (Python) ---------------------------------------------------------------
+
+
+def _int_conv(bits: int) -> Callable[[Any], Any]:
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def conv(v: Any) -> Any:
+        if type(v) is int and lo <= v <= hi:
+            return v
+        raise _Bad
+
+    return conv
+
+
+def _float_conv(single: bool) -> Callable[[Any], Any]:
+    def conv(v: Any) -> Any:
+        if type(v) is int or type(v) is _Num:
+            x = float(v)
+        elif type(v) is str and v in _SPECIAL_FLOATS:
+            x = _SPECIAL_FLOATS[v]
+        else:
+            raise _Bad
+        if single and abs(x) > _FLOAT32_MAX and x == x:
+            x = float("inf") if x > 0 else -float("inf")
+        return x
+
+    return conv
+
+
+def _bool_conv(v: Any) -> Any:
+    if type(v) is bool:
+        return v
+    raise _Bad
+
+
+def _string_conv(v: Any) -> Any:
+    if isinstance(v, str):  # A string, or a number's source text.
+        return str(v)
+    if type(v) is bool:
+        return "true" if v else "false"
+    if type(v) is int:
+        return str(v)
+    return _dump(v)
+
+
+def _dump(v: Any) -> str:
+    """Compact JSON text of a parsed value, numbers as written in the source."""
+    if type(v) is dict:
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _dump(x) for k, x in v.items()) + "}"
+    if type(v) is list:
+        return "[" + ",".join(_dump(x) for x in v) + "]"
+    if type(v) is _Num:
+        return str(v)
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _binary_conv(v: Any) -> Any:
+    if type(v) is not str:
+        raise _Bad
+    try:
+        return base64.b64decode(v.encode("ascii"), validate=True)
+    except (ValueError, binascii.Error):
+        raise _Bad from None
+
+
+def _decimal_conv(precision: int, scale: int) -> Callable[[Any], Any]:
+    quantum, limit = decimal.Decimal(1).scaleb(-scale), decimal.Decimal(10) ** (precision - scale)
+
+    def conv(v: Any) -> Any:
+        if type(v) is bool or not isinstance(v, (int, str)):
+            raise _Bad
+        try:
+            d = decimal.Decimal(v)
+            if not d.is_finite():
+                raise _Bad
+            q = d.quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+        except decimal.InvalidOperation:
+            raise _Bad from None
+        if abs(q) >= limit:
+            raise _Bad
+        return q
+
+    return conv
+
+
+def _days(y: str, mo: str | None, d: str | None) -> int:
+    try:
+        return _dt.date(int(y), int(mo or 1), int(d or 1)).toordinal() - _EPOCH_DAY
+    except ValueError:
+        raise _Bad from None
+
+
+def _date_conv(v: Any) -> Any:
+    m = _DATE_PY.fullmatch(v.strip()) if type(v) is str else None
+    if m is None:
+        raise _Bad
+    return _days(m["y"], m["mo"], m["d"])
+
+
+def _ts_conv(zoned: bool) -> Callable[[Any], Any]:
+    def conv(v: Any) -> Any:
+        if zoned and type(v) is int:
+            if abs(v) > 9223372036854:
+                raise _Bad
+            return v * 1_000_000
+        m = _TS_PY.fullmatch(v.strip()) if type(v) is str else None
+        if m is None or (m["z"] and not zoned):
+            raise _Bad
+        h, mi, s = int(m["h"] or 0), int(m["mi"] or 0), int(m["s"] or 0)
+        if h > 23 or mi > 59 or s > 59:
+            raise _Bad
+        micros = int((m["f"] or "0")[:6].ljust(6, "0"))
+        t = ((_days(m["y"], m["mo"], m["d"]) * 24 + h) * 60 + mi) * 60 + s
+        z = m["z"]
+        if z and z[0] in "+-":
+            zh, _, zm = z[1:].partition(":")
+            if not zm and len(zh) > 2:
+                zh, zm = zh[:-2], zh[-2:]
+            off = int(zh) * 3600 + int(zm or 0) * 60
+            if off > 18 * 3600:
+                raise _Bad
+            t -= off if z[0] == "+" else -off
+        return t * 1_000_000 + micros
+
+    return conv
+
+
+def _list_conv(elem: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def conv(v: Any) -> Any:
+        if type(v) is not list:
+            raise _Bad
+        out: list[Any] = []
+        bad = False
+        for x in v:
+            if x is None:
+                out.append(None)
+                continue
+            try:
+                out.append(elem(x))
+            except _Partial as p:
+                out.append(p.value)
+                bad = True
+        if bad:
+            raise _Partial(out)
+        return out
+
+    return conv
+
+
+def _map_conv(value: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    as_list = _list_conv(value)
+
+    def conv(v: Any) -> Any:
+        if type(v) is not dict:
+            raise _Bad
+        try:
+            return list(zip(v.keys(), as_list(list(v.values())), strict=True))
+        except _Partial as p:
+            raise _Partial(list(zip(v.keys(), p.value, strict=True))) from None
+
+    return conv
+
+
+def _struct_values(obj: dict, fields: list[tuple[str, Callable[[Any], Any]]]) -> tuple[dict, bool]:
+    out: dict[str, Any] = {}
+    bad = False
+    for name, conv in fields:
+        v = obj.get(name)
+        if v is None:
+            out[name] = None
+            continue
+        try:
+            out[name] = conv(v)
+        except _Bad:
+            out[name] = None
+            bad = True
+        except _Partial as p:
+            out[name] = p.value
+            bad = True
+    return out, bad
+
+
+def _struct_conv(fields: list[tuple[str, Callable[[Any], Any]]]) -> Callable[[Any], Any]:
+    def conv(v: Any) -> Any:
+        if type(v) is not dict:
+            raise _Bad
+        out, bad = _struct_values(v, fields)
+        if bad:
+            raise _Partial(out)
+        return out
+
+    return conv
+
+
+def _converter(t: DataType) -> Callable[[Any], Any]:
+    if isinstance(t, StructType):
+        return _struct_conv([(f.name, _converter(f.dataType)) for f in t.fields])
+    if isinstance(t, ArrayType):
+        return _list_conv(_converter(t.elementType))
+    if isinstance(t, MapType):
+        if not isinstance(t.keyType, StringType):
+            raise OptionError("schema", f"JSON maps need string keys, not {t.keyType.simpleString()}")
+        return _map_conv(_converter(t.valueType))
+    simple: dict[type, Callable[[Any], Any]] = {
+        BooleanType: _bool_conv,
+        ByteType: _int_conv(8),
+        ShortType: _int_conv(16),
+        IntegerType: _int_conv(32),
+        LongType: _int_conv(64),
+        FloatType: _float_conv(True),
+        DoubleType: _float_conv(False),
+        StringType: _string_conv,
+        BinaryType: _binary_conv,
+        DateType: _date_conv,
+        TimestampType: _ts_conv(True),
+        TimestampNTZType: _ts_conv(False),
+    }
+    if isinstance(t, DecimalType):
+        return _decimal_conv(t.precision, t.scale)
+    for cls, conv in simple.items():
+        if type(t) is cls:
+            return conv
+    raise OptionError("schema", f"type {t.simpleString()} is not supported for JSON messages")
+
+
+# -- fast path (pyarrow) ---------------------------------------------------------------------
+
+
+def _parse_type(t: DataType, out: pa.DataType) -> pa.DataType:
+    """The type pyarrow.json reads a field as: strings where we convert afterwards."""
+    if isinstance(t, (TimestampType, TimestampNTZType, DateType, BinaryType)):
+        return pa.string()
+    if isinstance(t, StructType):
+        return pa.struct(
+            [pa.field(f.name, _parse_type(f.dataType, o.type)) for f, o in zip(t.fields, out, strict=True)]
+        )
+    if isinstance(t, ArrayType):
+        return pa.list_(_parse_type(t.elementType, out.value_type))
+    return out
+
+
+def _has(t: DataType, kinds: tuple[type, ...]) -> bool:
+    if isinstance(t, kinds):
+        return True
+    if isinstance(t, StructType):
+        return any(_has(f.dataType, kinds) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _has(t.elementType, kinds)
+    if isinstance(t, MapType):
+        return _has(t.valueType, kinds)
+    return False
+
+
+_CONVERTED = (TimestampType, TimestampNTZType, DateType, BinaryType)
+
+
+def _post(arr: pa.Array, t: DataType, out: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
+    """Convert a pyarrow-parsed column to ``out``; also return a mask of values left to the
+    per-record rules (None when there are none)."""
+    if not _has(t, _CONVERTED):
+        return arr.cast(out), None
+    valid = pc.is_valid(arr)
+    if isinstance(t, StructType):
+        children, bad = [], None
+        for i, f in enumerate(t.fields):
+            child, b = _post(arr.field(i), f.dataType, out.field(i).type)
+            children.append(child)
+            bad = b if bad is None else (bad if b is None else bad | b)
+        res = pa.StructArray.from_arrays(children, fields=list(out), mask=pc.invert(valid))
+        return res, bad
+    if isinstance(t, ArrayType):
+        offsets = arr.offsets
+        values, b = _post(arr.values, t.elementType, out.value_type)
+        res = pa.ListArray.from_arrays(offsets, values, type=out, mask=pc.invert(valid))
+        if b is None:
+            return res, None
+        parents = np.searchsorted(offsets.to_numpy(), np.flatnonzero(b), side="right") - 1
+        bad = np.zeros(len(arr), np.bool_)
+        bad[parents] = True
+        return res, bad
+    if isinstance(t, BinaryType):
+        vals, bad = [], np.zeros(len(arr), np.bool_)
+        for i, s in enumerate(arr.to_pylist()):
+            try:
+                vals.append(None if s is None else _binary_conv(s))
+            except _Bad:
+                vals.append(None)
+                bad[i] = True
+        return pa.array(vals, out), (bad if bad.any() else None)
+    pattern = _DATE_RE if isinstance(t, DateType) else _NTZ_RE if isinstance(t, TimestampNTZType) else _TS_RE
+    ok = pc.fill_null(pc.match_substring_regex(arr, pattern), True)
+    if isinstance(t, TimestampType):
+        zoned = pc.fill_null(pc.match_substring_regex(arr, _TS_ZONED_RE), True)
+        arr = pc.if_else(zoned, arr, pc.binary_join_element_wise(arr, "Z", ""))
+    good = pc.if_else(ok, arr, pa.scalar(None, pa.string()))
+    try:
+        res = good.cast(out)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. 2024-02-30: all per record.
+        return pa.nulls(len(arr), out), valid.to_numpy(zero_copy_only=False)
+    bad = pc.invert(ok).to_numpy(zero_copy_only=False)
+    return res, (bad if bad.any() else None)
+
+
+def _join_lines(values: pa.Array) -> pa.Buffer:
+    """The values as one ndjson buffer (each followed by a newline), without a Python loop."""
+    joined = pc.binary_join_element_wise(values, pa.scalar(b"", values.type), pa.scalar(b"\n", values.type))
+    offs = np.frombuffer(joined.buffers()[1], np.int64 if pa.types.is_large_binary(values.type) else np.int32)
+    start, end = int(offs[joined.offset]), int(offs[joined.offset + len(joined)])
+    return joined.buffers()[2][start:end]
+
+
+class TypedDecoder:
+    """JSON message payloads to typed Arrow batches; see the module docstring for semantics."""
+
+    def __init__(
+        self,
+        schema: StructType,
+        *,
+        mode: str = "PERMISSIVE",
+        corrupt_column: str = "_corrupt_record",
+        reserved: Mapping[str, str] = {},  # noqa: B006 - read only
+    ):
+        self.mode = mode.upper()
+        if self.mode not in MODES:
+            raise OptionError("mode", f"must be one of {', '.join(MODES)}, not {mode!r}")
+        for name, kind in reserved.items():
+            if kind not in RESERVED_KINDS:
+                raise OptionError("schema", f"column {name!r}: unknown metadata kind {kind!r}")
+        self.schema = schema
+        self.out_schema = to_arrow_schema(schema, timezone="UTC")
+        self.reserved = dict(reserved)
+        names = set(schema.fieldNames())
+        self.corrupt_column = corrupt_column if corrupt_column in names else None
+        if self.corrupt_column and not isinstance(schema[corrupt_column].dataType, StringType):
+            raise OptionError("columnNameOfCorruptRecord", f"column {corrupt_column!r} must be a string column")
+        fields = [f for f in schema.fields if f.name not in self.reserved and f.name != self.corrupt_column]
+        self._json = StructType(fields)
+        self._json_arrow = to_arrow_schema(self._json, timezone="UTC")
+        self._parse = pj.ParseOptions(
+            explicit_schema=pa.schema(
+                [
+                    pa.field(f.name, _parse_type(f.dataType, o.type))
+                    for f, o in zip(fields, self._json_arrow, strict=True)
+                ]
+            ),
+            unexpected_field_behavior="ignore",
+        )
+        self._fields = [(f.name, _converter(f.dataType)) for f in fields]
+        self._all_python = any(_has(f.dataType, (MapType,)) for f in fields)
+        self.errors = 0
+
+    # -- per record --------------------------------------------------------------------------
+
+    def _records(self, values: pa.Array, lo: int, hi: int, pieces: list) -> None:
+        rows: list[dict | None] = []
+        src: list[int] = []
+        corrupt: list[bool] = []
+        for i in range(lo, hi):
+            raw = values[i].as_py()
+            for row, bad in self._record(raw):
+                if bad:
+                    self._malformed(i, raw)
+                rows.append(row)
+                src.append(i)
+                corrupt.append(bad)
+        if rows:
+            cols = [
+                pa.array([None if r is None else r[name] for r in rows], f.type)
+                for (name, _), f in zip(self._fields, self._json_arrow, strict=True)
+            ]
+            batch = pa.RecordBatch.from_arrays(cols, schema=self._json_arrow)
+            pieces.append((np.array(src, np.int64), batch, np.array(corrupt, np.bool_)))
+
+    def _record(self, raw: bytes | None) -> list[tuple[dict | None, bool]]:
+        if raw is None:
+            return []
+        try:
+            text = raw.decode("utf-8").strip(_JSON_WS)
+            if not text:
+                return []
+            doc, _ = _DECODER.raw_decode(text)  # Like Spark, ignores what follows the value.
+        except ValueError:
+            return [(None, True)]
+        if type(doc) is dict:
+            return [_struct_values(doc, self._fields)]
+        if type(doc) is list and all(type(d) is dict for d in doc):
+            return [_struct_values(d, self._fields) for d in doc]
+        return [(None, True)]
+
+    def _malformed(self, index: int, raw: bytes | None) -> None:
+        self.errors += 1
+        if self.mode == "FAILFAST":
+            text = (raw or b"").decode("utf-8", "replace")
+            excerpt = text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
+            err = MessageDecodeError(f"malformed JSON record at index {index} (mode FAILFAST): {excerpt!r}")
+            err.index = index  # type: ignore[attr-defined]
+            raise err
+
+    # -- batches -----------------------------------------------------------------------------
+
+    def _fast(self, values: pa.Array, lo: int, hi: int, pieces: list) -> None:
+        part = values.slice(lo, hi - lo)
+        try:
+            buf = _join_lines(part)
+            lengths = pc.binary_length(part).to_numpy(zero_copy_only=False)
+            block = max(1 << 20, int(lengths.max()) + 2, len(buf) // 8 + 1)
+            table = pj.read_json(pa.BufferReader(buf), pj.ReadOptions(block_size=block), self._parse)
+            if table.num_rows != hi - lo:
+                raise pa.ArrowInvalid("row count")
+        except pa.ArrowInvalid:
+            if hi - lo <= _LEAF:
+                self._records(values, lo, hi, pieces)
+            else:
+                mid = (lo + hi) // 2
+                self._fast(values, lo, mid, pieces)
+                self._fast(values, mid, hi, pieces)
+            return
+        cols, bad = [], None
+        for f, o in zip(self._json.fields, self._json_arrow, strict=True):
+            col, b = _post(table.column(f.name).combine_chunks(), f.dataType, o.type)
+            cols.append(col)
+            bad = b if bad is None else (bad if b is None else bad | b)
+        batch = pa.RecordBatch.from_arrays(cols, schema=self._json_arrow)
+        if bad is None:
+            pieces.append((np.arange(lo, hi, dtype=np.int64), batch, np.zeros(hi - lo, np.bool_)))
+            return
+        good = np.flatnonzero(~bad)
+        pieces.append((good + lo, batch.take(pa.array(good)), np.zeros(len(good), np.bool_)))
+        for i in np.flatnonzero(bad):
+            self._records(values, lo + int(i), lo + int(i) + 1, pieces)
+
+    def decode(self, values: pa.Array, metadata: Mapping[str, pa.Array]) -> pa.RecordBatch | None:
+        """Decode one batch of JSON documents; ``metadata`` holds the reserved kinds' arrays."""
+        n = len(values)
+        if n == 0:
+            return None
+        if pa.types.is_large_binary(values.type) and pc.sum(pc.binary_length(values)).as_py() < 2**31 - 1:
+            values = values.cast(pa.binary())
+        pieces: list = []
+        if self._all_python or not self._json.fields:
+            self._records(values, 0, n, pieces)
+        else:
+            # Records that do not start with "{" right away or contain a newline (blank, null,
+            # arrays, scalars, spacing) go to the per-record rules; runs between them to pyarrow.
+            starts = np.frombuffer(values.buffers()[1], np.int64 if pa.types.is_large_binary(values.type) else np.int32)
+            starts = starts[values.offset : values.offset + n + 1].astype(np.int64)
+            data = np.frombuffer(values.buffers()[2], np.uint8) if values.buffers()[2] else np.zeros(1, np.uint8)
+            lengths = np.diff(starts)
+            first = data[np.minimum(starts[:-1], max(len(data) - 1, 0))]
+            special = (lengths == 0) | (first != 0x7B)
+            if values.null_count:
+                special |= values.is_null().to_numpy(zero_copy_only=False)
+            newlines = np.flatnonzero(data[starts[0] : starts[-1]] == 0x0A)
+            if newlines.size:
+                special[np.searchsorted(starts, newlines + starts[0], side="right") - 1] = True
+            lo = 0
+            for i in np.flatnonzero(special).tolist() + [n]:
+                if i > lo:
+                    self._fast(values, lo, i, pieces)
+                if i < n:
+                    self._records(values, i, i + 1, pieces)
+                lo = i + 1
+        return self._assemble(values, metadata, pieces)
+
+    def _assemble(self, values: pa.Array, metadata: Mapping[str, pa.Array], pieces: list) -> pa.RecordBatch | None:
+        if not pieces:
+            return None
+        src = np.concatenate([p[0] for p in pieces])
+        corrupt = np.concatenate([p[2] for p in pieces])
+        if len(pieces) == 1:
+            batch = pieces[0][1]
+        else:
+            batch = pa.Table.from_batches([p[1] for p in pieces], schema=self._json_arrow).combine_chunks()
+            batch = batch.to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], self._json_arrow)
+        order: np.ndarray | None = None
+        if len(src) > 1 and bool(np.any(src[1:] < src[:-1])):
+            order = np.argsort(src, kind="stable")
+        if self.mode == "DROPMALFORMED" and corrupt.any():
+            keep = np.flatnonzero(~corrupt)
+            order = keep if order is None else order[~corrupt[order]]
+        if order is not None:
+            src, corrupt = src[order], corrupt[order]
+            batch = batch.take(pa.array(order))
+        if len(src) == 0:
+            return None
+        identity = len(src) == len(values) and (order is None or bool(np.all(src == np.arange(len(src)))))
+        take = None if identity else pa.array(src)
+        cols = []
+        for f in self.out_schema:
+            if f.name in self.reserved:
+                kind = self.reserved[f.name]
+                if kind not in metadata:
+                    raise KeyError(f"metadata for column {f.name!r} ({kind}) was not given")
+                col = metadata[kind] if take is None else metadata[kind].take(take)
+                cols.append(col.cast(f.type))
+            elif f.name == self.corrupt_column:
+                cols.append(self._corrupt_text(values, src, corrupt))
+            else:
+                cols.append(batch.column(f.name))
+        return pa.RecordBatch.from_arrays(cols, schema=self.out_schema)
+
+    @staticmethod
+    def _corrupt_text(values: pa.Array, src: np.ndarray, corrupt: np.ndarray) -> pa.Array:
+        if not corrupt.any():
+            return pa.nulls(len(src), pa.string())
+        raw = values.take(pa.array(src[corrupt]))
+        try:
+            text = raw.cast(pa.string())
+        except pa.ArrowInvalid:  # Not UTF-8: replacement characters, as a Java decoder would.
+            text = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
+        idx = np.full(len(src), -1, np.int64)
+        idx[corrupt] = np.arange(int(corrupt.sum()))
+        return text.take(pa.array(idx, mask=~corrupt))
