@@ -367,7 +367,7 @@ def _has(t: DataType, kinds: tuple[type, ...]) -> bool:
     return False
 
 
-_CONVERTED = (TimestampType, TimestampNTZType, DateType, BinaryType)
+_CONVERTED = (TimestampType, TimestampNTZType, DateType, BinaryType, DecimalType)
 
 
 def _post(arr: pa.Array, t: DataType, out: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
@@ -394,6 +394,13 @@ def _post(arr: pa.Array, t: DataType, out: pa.DataType) -> tuple[pa.Array, np.nd
         bad = np.zeros(len(arr), np.bool_)
         bad[parents] = True
         return res, bad
+    if isinstance(t, DecimalType):  # pyarrow does not check the precision.
+        limit = pa.scalar(decimal.Decimal(10) ** (t.precision - t.scale), pa.decimal128(38, t.scale))
+        over = pc.fill_null(pc.greater_equal(pc.abs(arr.cast(pa.decimal128(38, t.scale))), limit), False)
+        bad = over.to_numpy(zero_copy_only=False)
+        if not bad.any():
+            return arr.cast(out), None
+        return pc.if_else(over, pa.scalar(None, out), arr).cast(out), bad
     if isinstance(t, BinaryType):
         vals, bad = [], np.zeros(len(arr), np.bool_)
         for i, s in enumerate(arr.to_pylist()):
@@ -599,7 +606,7 @@ class TypedDecoder:
             batch = batch.take(pa.array(order))
         if len(src) == 0:
             return None
-        identity = len(src) == len(values) and (order is None or bool(np.all(src == np.arange(len(src)))))
+        identity = len(src) == len(values) and bool(np.all(src == np.arange(len(src))))
         take = None if identity else pa.array(src)
         cols = []
         for f in self.out_schema:

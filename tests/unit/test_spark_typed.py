@@ -1,0 +1,363 @@
+"""TypedDecoder: JSON payloads to typed Arrow batches with Spark's JSON mode semantics."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from pyspark_gazette.errors import MessageDecodeError, OptionError
+from pyspark_gazette.spark.typed import TypedDecoder
+
+UTC = dt.timezone.utc
+
+
+def schema(*fields) -> StructType:
+    return StructType([StructField(name, t) for name, t in fields])
+
+
+def values(*docs, large=False) -> pa.Array:
+    return pa.array(
+        [d if isinstance(d, bytes) else d.encode() for d in docs], pa.large_binary() if large else pa.binary()
+    )
+
+
+def decode(s, *docs, **kw):
+    dec = TypedDecoder(s, **kw)
+    batch = dec.decode(values(*docs), {})
+    if batch is not None:
+        assert batch.schema.equals(to_arrow_schema(s, timezone="UTC"))
+    return dec, batch
+
+
+ALL = schema(
+    ("bo", BooleanType()),
+    ("by", ByteType()),
+    ("sh", ShortType()),
+    ("i", IntegerType()),
+    ("l", LongType()),
+    ("f", FloatType()),
+    ("d", DoubleType()),
+    ("s", StringType()),
+    ("bin", BinaryType()),
+    ("dt", DateType()),
+    ("ts", TimestampType()),
+    ("ntz", TimestampNTZType()),
+    ("dec", DecimalType(10, 2)),
+    ("st", StructType([StructField("x", IntegerType()), StructField("y", ArrayType(StringType()))])),
+    ("arr", ArrayType(TimestampType())),
+)
+
+GOOD = {
+    "bo": True,
+    "by": -128,
+    "sh": 32767,
+    "i": -(2**31),
+    "l": 2**63 - 1,
+    "f": 1.5,
+    "d": 2,
+    "s": "héllo",
+    "bin": "aGVsbG8=",
+    "dt": "2024-02-29",
+    "ts": "2024-01-02T03:04:05.123456+01:00",
+    "ntz": "2024-01-02 03:04:05",
+    "dec": 12.5,
+    "st": {"x": 7, "y": ["a", None]},
+    "arr": ["1970-01-01T00:00:00Z", None],
+}
+EXPECTED = {
+    "bo": True,
+    "by": -128,
+    "sh": 32767,
+    "i": -(2**31),
+    "l": 2**63 - 1,
+    "f": 1.5,
+    "d": 2.0,
+    "s": "héllo",
+    "bin": b"hello",
+    "dt": dt.date(2024, 2, 29),
+    "ts": dt.datetime(2024, 1, 2, 2, 4, 5, 123456, tzinfo=UTC),
+    "ntz": dt.datetime(2024, 1, 2, 3, 4, 5),
+    "dec": Decimal("12.50"),
+    "st": {"x": 7, "y": ["a", None]},
+    "arr": [dt.datetime(1970, 1, 1, tzinfo=UTC), None],
+}
+
+
+def test_every_type_fast_path(monkeypatch):
+    monkeypatch.setattr(TypedDecoder, "_records", lambda *a: pytest.fail("per-record path used"))
+    dec, batch = decode(ALL, json.dumps(GOOD), json.dumps({k: None for k in GOOD}), "{}")
+    rows = batch.to_pylist()
+    assert rows[0] == EXPECTED
+    assert rows[1] == rows[2] == {k: None for k in GOOD}
+    assert dec.errors == 0
+
+
+def test_every_type_per_record_path_agrees():
+    # A newline inside the document sends it through the per-record rules.
+    dec, batch = decode(ALL, json.dumps(GOOD, indent=1), json.dumps(GOOD))
+    rows = batch.to_pylist()
+    assert rows[0] == rows[1] == EXPECTED
+    assert dec.errors == 0
+
+
+@pytest.mark.parametrize(
+    ("t", "doc", "want"),
+    [
+        (DoubleType(), "1", 1.0),
+        (DoubleType(), '"Infinity"', math.inf),
+        (DoubleType(), "1e400", math.inf),
+        (FloatType(), "1e40", math.inf),
+        (StringType(), "1.50", "1.50"),
+        (StringType(), "true", "true"),
+        (StringType(), '{"k": [1, 2.50]}', '{"k":[1,2.50]}'),
+        (DecimalType(5, 2), "1.235", Decimal("1.24")),
+        (DecimalType(5, 2), '"-1.5"', Decimal("-1.50")),
+        (DecimalType(5, 2), "1e2", Decimal("100.00")),
+        (TimestampType(), "1700000000", dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)),
+        (TimestampType(), '"2024"', dt.datetime(2024, 1, 1, tzinfo=UTC)),
+        (TimestampType(), '"2024-1-2 3:4:5.1234567"', dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)),
+        (TimestampType(), '"2024-01-02T03:04:05+0130"', dt.datetime(2024, 1, 2, 1, 34, 5, tzinfo=UTC)),
+        (DateType(), '"2024-1-2"', dt.date(2024, 1, 2)),
+        (DateType(), '"2024-01-02T10:00"', dt.date(2024, 1, 2)),
+        (DateType(), '"2024-03"', dt.date(2024, 3, 1)),
+        (MapType(StringType(), LongType()), '{"a":1,"b":null}', [("a", 1), ("b", None)]),
+    ],
+)
+def test_spark_coercions(t, doc, want):
+    dec, batch = decode(schema(("v", t)), '{"v":' + doc + "}")
+    assert batch.column(0).to_pylist() == [want]
+    assert dec.errors == 0
+
+
+@pytest.mark.parametrize(
+    ("t", "doc"),
+    [
+        (LongType(), '"1"'),
+        (LongType(), "1.0"),
+        (LongType(), "9223372036854775808"),
+        (IntegerType(), "2147483648"),
+        (ByteType(), "128"),
+        (BooleanType(), '"true"'),
+        (BooleanType(), "1"),
+        (DoubleType(), '"3"'),
+        (DoubleType(), '""'),
+        (DecimalType(5, 2), "1234.5"),
+        (DecimalType(5, 2), '"abc"'),
+        (BinaryType(), '"!!!"'),
+        (DateType(), "19000"),
+        (DateType(), '"2024-02-30"'),
+        (TimestampType(), '"yesterday"'),
+        (TimestampType(), "1.5"),
+        (TimestampNTZType(), '"2024-01-02T03:04:05Z"'),
+        (ArrayType(LongType()), '[1,"x"]'),
+        (ArrayType(LongType()), "{}"),
+        (StructType([StructField("x", LongType())]), "[1]"),
+        (MapType(StringType(), LongType()), '{"a":"x"}'),
+    ],
+)
+def test_type_mismatch_is_malformed(t, doc):
+    s = schema(("k", LongType()), ("v", t), ("_corrupt_record", StringType()))
+    line = '{"k":1,"v":' + doc + "}"
+    dec, batch = decode(s, line, '{"k":2}')
+    # Spark's partial results: the other fields keep their values.
+    assert batch.to_pylist() == [
+        {"k": 1, "v": None, "_corrupt_record": line},
+        {"k": 2, "v": None, "_corrupt_record": None},
+    ]
+    assert dec.errors == 1
+
+
+def test_nested_partial_results():
+    s = schema(
+        ("st", StructType([StructField("x", LongType()), StructField("y", StringType())])),
+        ("a", ArrayType(StructType([StructField("x", LongType())]))),
+    )
+    _, batch = decode(s, '{"st":{"x":"bad","y":"ok"},"a":[{"x":1},{"x":"no"}]}')
+    assert batch.to_pylist() == [{"st": {"x": None, "y": "ok"}, "a": [{"x": 1}, {"x": None}]}]
+
+
+def test_missing_extra_and_null_fields():
+    s = schema(("a", LongType()), ("b", StringType()))
+    _, batch = decode(s, '{"a":1,"zzz":{"deep":[1,{"x":2}]}}', '{"b":null}', '{"a":null,"b":"x"}')
+    assert batch.to_pylist() == [{"a": 1, "b": None}, {"a": None, "b": None}, {"a": None, "b": "x"}]
+
+
+def test_duplicate_keys_trailing_content_and_spacing():
+    s = schema(("a", LongType()))
+    dec, batch = decode(s, '{"a":1,"a":2}', '{"a":3} trailing', '  {"a":4}  ', '\t\r{\n"a":5}')
+    assert batch.column(0).to_pylist() == [2, 3, 4, 5]
+    assert dec.errors == 0
+
+
+MALFORMED = ['{"a":1,"b":"x"', "[1,2]", "5", "null", '"str"', '{"a":"abc","b":"y"}', "\xff", '{"a":01}']
+
+
+@pytest.mark.parametrize("with_column", [True, False])
+def test_permissive(with_column):
+    fields = [("a", LongType()), ("b", StringType())]
+    s = schema(*fields, ("_corrupt_record", StringType())) if with_column else schema(*fields)
+    docs = ['{"a":0,"b":"ok"}', *MALFORMED]
+    dec = TypedDecoder(s)
+    batch = dec.decode(values(*[d.encode("latin-1") for d in docs]), {})
+    rows = batch.to_pylist()
+    assert len(rows) == len(docs)
+    assert rows[0]["a"] == 0
+    assert rows[6]["b"] == "y"  # partial result of the type mismatch
+    assert all(r["a"] is None for r in rows[1:])
+    if with_column:
+        assert [r["_corrupt_record"] for r in rows] == [None, *[d if d != "\xff" else "\ufffd" for d in MALFORMED]]
+    assert dec.errors == len(MALFORMED)
+
+
+def test_dropmalformed():
+    s = schema(("a", LongType()), ("_corrupt_record", StringType()))
+    dec, batch = decode(s, '{"a":1}', *MALFORMED, '{"a":2}', mode="DROPMALFORMED")
+    assert batch.to_pylist() == [{"a": 1, "_corrupt_record": None}, {"a": 2, "_corrupt_record": None}]
+    assert dec.errors == len(MALFORMED)
+
+
+@pytest.mark.parametrize("bad", MALFORMED)
+def test_failfast(bad):
+    dec = TypedDecoder(schema(("a", LongType()), ("b", StringType())), mode="failfast")
+    with pytest.raises(MessageDecodeError, match="index 2") as err:
+        dec.decode(values('{"a":1}', '{"a":2}', bad.encode("latin-1"), '{"a":3}'), {})
+    assert err.value.index == 2
+
+
+def test_all_dropped_and_empty_is_none():
+    s = schema(("a", LongType()))
+    assert TypedDecoder(s, mode="DROPMALFORMED").decode(values("x", "[1]"), {}) is None
+    assert TypedDecoder(s).decode(values("", "   "), {}) is None  # blank records make no row
+    assert TypedDecoder(s).decode(values(), {}) is None
+
+
+def test_reserved_metadata_placed_and_follows_rows():
+    s = StructType(
+        [
+            StructField("_journal", StringType(), False),
+            StructField("a", LongType()),
+            StructField("_offset", LongType(), False),
+            StructField("_mod_time", TimestampType()),
+            StructField("_corrupt_record", StringType()),
+        ]
+    )
+    reserved = {"_journal": "journal", "_offset": "offset", "_mod_time": "mod_time"}
+    meta = {
+        "journal": pa.array(["j/a", "j/b", "j/c", "j/d"]),
+        "offset": pa.array([0, 10, 20, 30], pa.int64()),
+        "mod_time": pa.array([0, 1, 2, 3], pa.timestamp("s", "UTC")),
+    }
+    docs = values('{"a":1}', "bad", '[{"a":2},{"a":3}]', "")
+    batch = TypedDecoder(s, reserved=reserved).decode(docs, meta)
+    assert batch.schema.equals(to_arrow_schema(s, timezone="UTC"))
+    assert batch.column(0).to_pylist() == ["j/a", "j/b", "j/c", "j/c"]
+    assert batch.column("_offset").to_pylist() == [0, 10, 20, 20]
+    assert batch.column("a").to_pylist() == [1, None, 2, 3]
+    assert batch.column("_mod_time").to_pylist()[1] == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)
+    dropped = TypedDecoder(s, reserved=reserved, mode="DROPMALFORMED").decode(docs, meta)
+    assert dropped.column("_offset").to_pylist() == [0, 20, 20]
+
+
+def test_options_validated():
+    with pytest.raises(OptionError, match="mode"):
+        TypedDecoder(schema(("a", LongType())), mode="LENIENT")
+    with pytest.raises(OptionError, match="columnNameOfCorruptRecord"):
+        TypedDecoder(schema(("a", LongType()), ("_corrupt_record", LongType())))
+    with pytest.raises(OptionError, match="kind"):
+        TypedDecoder(schema(("a", LongType())), reserved={"a": "nope"})
+    with pytest.raises(OptionError, match="string keys"):
+        TypedDecoder(schema(("m", MapType(LongType(), LongType()))))
+
+
+def click(i: int) -> str:
+    return json.dumps(
+        {
+            "id": i,
+            "user": f"u{i % 1000}",
+            "ts": f"2024-01-{1 + i % 28:02d}T{i % 24:02d}:00:00.{i % 1000:03d}Z",
+            "price": i * 0.25,
+            "geo": {"country": ["US", "DE"][i % 2], "lat": 1.5},
+            "tags": ["a", "b"][: i % 3],
+        }
+    )
+
+
+CLICK = schema(
+    ("id", LongType()),
+    ("user", StringType()),
+    ("ts", TimestampType()),
+    ("price", DoubleType()),
+    ("geo", StructType([StructField("country", StringType()), StructField("lat", DoubleType())])),
+    ("tags", ArrayType(StringType())),
+    ("_corrupt_record", StringType()),
+)
+
+
+def test_large_batch_fast_path(monkeypatch):
+    monkeypatch.setattr(TypedDecoder, "_records", lambda *a: pytest.fail("per-record path used"))
+    n = 100_000
+    dec, batch = decode(CLICK, *[click(i) for i in range(n)])
+    assert batch.num_rows == n and dec.errors == 0
+    assert batch.column("id").to_pylist()[-3:] == [n - 3, n - 2, n - 1]
+    assert batch.slice(n - 1).to_pylist()[0]["ts"] == dt.datetime(2024, 1, 12, 15, 0, 0, 999000, tzinfo=UTC)
+
+
+def test_large_batch_with_a_few_bad_records_bisects():
+    n = 100_000
+    docs = [click(i) for i in range(n)]
+    bad = {17, 50_000, 99_999}
+    for i in bad:
+        docs[i] = '{"id":"x' if i != 50_000 else docs[i].replace('"price": ', '"price": "x", "p": ')
+    dec, batch = decode(CLICK, *docs)
+    assert batch.num_rows == n and dec.errors == len(bad)
+    corrupt = batch.column("_corrupt_record").to_pylist()
+    assert [i for i, c in enumerate(corrupt) if c is not None] == sorted(bad)
+    ids = batch.column("id").to_pylist()
+    assert ids[:17] == list(range(17)) and ids[17] is None and ids[50_000] == 50_000
+    assert batch.column("user").to_pylist()[50_000] == "u0"  # partial result kept
+
+
+def test_large_binary_input():
+    dec = TypedDecoder(schema(("a", LongType())))
+    assert dec.decode(values('{"a":1}', '{"a":2}', large=True), {}).column(0).to_pylist() == [1, 2]
+
+
+@settings(max_examples=100, deadline=None)
+@given(docs=st.lists(st.binary(max_size=40) | st.sampled_from([b'{"a":1}', b'{"a":"x"}', b"{", b"[{}]"]), max_size=30))
+def test_random_bytes(docs):
+    s = schema(("a", LongType()), ("t", TimestampType()), ("_corrupt_record", StringType()))
+    arr = pa.array(docs, pa.binary())
+    for mode in ("PERMISSIVE", "DROPMALFORMED"):
+        batch = TypedDecoder(s, mode=mode).decode(arr, {})
+        assert batch is None or batch.schema.equals(to_arrow_schema(s, timezone="UTC"))
+    try:
+        TypedDecoder(s, mode="FAILFAST").decode(arr, {})
+    except MessageDecodeError:
+        pass
