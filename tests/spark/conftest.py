@@ -53,7 +53,14 @@ def client(broker):
 
 
 def make_spec(
-    name, *, store="file:///store/", length=1 << 20, codec=None, content_type="application/x-ndjson", labels=None
+    name,
+    *,
+    store="file:///store/",
+    length=1 << 20,
+    codec=None,
+    content_type="application/x-ndjson",
+    labels=None,
+    refresh_seconds=1,
 ):
     from pyspark_gazette.protocol import label_set, pb
 
@@ -66,7 +73,7 @@ def make_spec(
     spec.fragment.compression_codec = pb.ZSTANDARD if codec is None else codec
     if store:
         spec.fragment.stores.append(store)
-    spec.fragment.refresh_interval.seconds = 1
+    spec.fragment.refresh_interval.seconds = refresh_seconds
     return spec
 
 

@@ -44,7 +44,7 @@ class OutputBuilder:
         self.schema = schema
         self.opts = opts
         self.framing = framing
-        self.arrow_schema = to_arrow_schema(schema)
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.untyped = is_untyped(schema)
         if self.untyped:
             self.metadata = [n for n in schema.names[3:]]
