@@ -256,6 +256,7 @@ def test_all_dropped_and_empty_is_none():
     assert TypedDecoder(s, mode="DROPMALFORMED").decode(values("x", "[1]"), {}) is None
     assert TypedDecoder(s).decode(values("", "   "), {}) is None  # blank records make no row
     assert TypedDecoder(s).decode(values(), {}) is None
+    assert TypedDecoder(s).decode(values("", ""), {}) is None
 
 
 def test_reserved_metadata_placed_and_follows_rows():
@@ -342,6 +343,14 @@ def test_large_batch_with_a_few_bad_records_bisects():
     ids = batch.column("id").to_pylist()
     assert ids[:17] == list(range(17)) and ids[17] is None and ids[50_000] == 50_000
     assert batch.column("user").to_pylist()[50_000] == "u0"  # partial result kept
+
+
+def test_runs_of_per_record_documents_between_fast_runs():
+    docs = [(" " if i % 7 < 3 else "") + f'{{"a":{i}}}' for i in range(1000)]
+    docs[500] = '{"a":1}\n{"a":2}'  # A newline inside one message: still one row.
+    dec, batch = decode(schema(("a", LongType())), *docs)
+    assert batch.column(0).to_pylist() == [1 if i == 500 else i for i in range(1000)]
+    assert dec.errors == 0
 
 
 def test_large_binary_input():

@@ -44,7 +44,7 @@ import datetime as _dt
 import decimal
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -474,11 +474,11 @@ class TypedDecoder:
 
     # -- per record --------------------------------------------------------------------------
 
-    def _records(self, values: pa.Array, lo: int, hi: int, pieces: list) -> None:
+    def _records(self, values: pa.Array, indices: Iterable[int], pieces: list) -> None:
         rows: list[dict | None] = []
         src: list[int] = []
         corrupt: list[bool] = []
-        for i in range(lo, hi):
+        for i in indices:
             raw = values[i].as_py()
             for row, bad in self._record(raw):
                 if bad:
@@ -532,7 +532,7 @@ class TypedDecoder:
                 raise pa.ArrowInvalid("row count")
         except pa.ArrowInvalid:
             if hi - lo <= _LEAF:
-                self._records(values, lo, hi, pieces)
+                self._records(values, range(lo, hi), pieces)
             else:
                 mid = (lo + hi) // 2
                 self._fast(values, lo, mid, pieces)
@@ -549,8 +549,7 @@ class TypedDecoder:
             return
         good = np.flatnonzero(~bad)
         pieces.append((good + lo, batch.take(pa.array(good)), np.zeros(len(good), np.bool_)))
-        for i in np.flatnonzero(bad):
-            self._records(values, lo + int(i), lo + int(i) + 1, pieces)
+        self._records(values, (np.flatnonzero(bad) + lo).tolist(), pieces)
 
     def decode(self, values: pa.Array, metadata: Mapping[str, pa.Array]) -> pa.RecordBatch | None:
         """Decode one batch of JSON documents; ``metadata`` holds the reserved kinds' arrays."""
@@ -561,28 +560,26 @@ class TypedDecoder:
             values = values.cast(pa.binary())
         pieces: list = []
         if self._all_python or not self._json.fields:
-            self._records(values, 0, n, pieces)
+            self._records(values, range(n), pieces)
         else:
-            # Records that do not start with "{" right away or contain a newline (blank, null,
-            # arrays, scalars, spacing) go to the per-record rules; runs between them to pyarrow.
-            starts = np.frombuffer(values.buffers()[1], np.int64 if pa.types.is_large_binary(values.type) else np.int32)
-            starts = starts[values.offset : values.offset + n + 1].astype(np.int64)
-            data = np.frombuffer(values.buffers()[2], np.uint8) if values.buffers()[2] else np.zeros(1, np.uint8)
-            lengths = np.diff(starts)
-            first = data[np.minimum(starts[:-1], max(len(data) - 1, 0))]
-            special = (lengths == 0) | (first != 0x7B)
+            # Records that do not start with "{" (blank, null, arrays, scalars, leading spaces)
+            # go to the per-record rules, the runs between them to pyarrow. A newline inside a
+            # record either breaks its parse or adds rows, which _fast notices.
+            offsets = values.buffers()[1]
+            starts = np.frombuffer(offsets, np.int64 if pa.types.is_large_binary(values.type) else np.int32)
+            starts = starts[values.offset : values.offset + n + 1]
+            buf = values.buffers()[2]
+            data = np.frombuffer(buf, np.uint8) if buf is not None and buf.size else np.zeros(1, np.uint8)
+            first = data[np.minimum(starts[:-1], len(data) - 1)]
+            special = (starts[1:] == starts[:-1]) | (first != 0x7B)
             if values.null_count:
                 special |= values.is_null().to_numpy(zero_copy_only=False)
-            newlines = np.flatnonzero(data[starts[0] : starts[-1]] == 0x0A)
-            if newlines.size:
-                special[np.searchsorted(starts, newlines + starts[0], side="right") - 1] = True
-            lo = 0
-            for i in np.flatnonzero(special).tolist() + [n]:
-                if i > lo:
-                    self._fast(values, lo, i, pieces)
-                if i < n:
-                    self._records(values, i, i + 1, pieces)
-                lo = i + 1
+            edges = [0, *(np.flatnonzero(special[1:] != special[:-1]) + 1).tolist(), n]
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+                if special[lo]:
+                    self._records(values, range(lo, hi), pieces)
+                else:
+                    self._fast(values, lo, hi, pieces)
         return self._assemble(values, metadata, pieces)
 
     def _assemble(self, values: pa.Array, metadata: Mapping[str, pa.Array], pieces: list) -> pa.RecordBatch | None:
