@@ -1,0 +1,293 @@
+"""Vectorised encoding of Arrow batches into framed journal content (the write path).
+
+Every function here turns Arrow arrays into one contiguous buffer of whole, framed messages
+plus the offsets of the message boundaries, without a Python loop over rows where Arrow or
+numpy can do the work:
+
+* :func:`frame_values` frames a ``value`` column (string or binary) for a framing:
+  ``value + "\\n"`` for ndjson, lines and csv, the 8-byte magic/length header for
+  protobuf-fixed;
+* :func:`json_lines` encodes columns as one JSON document per row, built column by column
+  from JSON fragments (:func:`json_fragments`) joined with ``binary_join_element_wise``;
+  the joined string array's data buffer *is* the journal content;
+* :func:`uuid_strings` builds Gazette message UUIDs for consecutive clocks in numpy.
+
+JSON encoding of Spark types: null is ``null`` (null fields are written, not omitted);
+booleans and integers as JSON; floats in shortest round-trip form, NaN and infinities as the
+strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (as Spark's JSON writer); **decimals as
+JSON numbers with their exact digits** (``12.50``); strings escaped (control characters and
+non-BMP text as :func:`json.dumps` with ``ensure_ascii=False``); binary as base64 strings;
+timestamps as ISO-8601 in UTC with microseconds (``2026-11-22T03:04:05.123456Z``), timestamps
+without time zone the same without ``Z``; dates as ``YYYY-MM-DD``; structs and maps as
+objects (map keys as strings), arrays as arrays. Other types go through ``json.dumps`` of the
+Python value, one value at a time.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyspark_gazette.errors import FramingError
+from pyspark_gazette.message import FIXED_MAGIC
+
+#: Framed content of some messages: the bytes, and the ``n + 1`` message boundaries in them.
+Framed = tuple[memoryview, np.ndarray]
+
+_NULL = pa.scalar("null")
+_CONTROL = r"[\x00-\x1f]"
+
+
+def framed(lines: pa.Array) -> Framed:
+    """The data buffer of a string/binary array without nulls, and its offsets (from 0)."""
+    if lines.null_count:
+        raise ValueError("framed content cannot hold nulls")
+    n = len(lines)
+    width = np.int64 if pa.types.is_large_string(lines.type) or pa.types.is_large_binary(lines.type) else np.int32
+    _, offsets_buf, data_buf = lines.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=width)[lines.offset : lines.offset + n + 1].astype(np.int64)
+    if data_buf is None:
+        return memoryview(b""), offsets - offsets[0]
+    data = memoryview(data_buf)[offsets[0] : offsets[-1]]
+    return data, offsets - offsets[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Values.
+
+
+def frame_values(values: pa.Array, framing: str, where: Any) -> Framed:
+    """Frame a ``value`` column for ``framing``; ``where(i)`` describes row ``i`` for errors."""
+    if values.null_count:
+        raise FramingError(f"{where(_first(pc.is_null(values)))} has a null value; a message needs content")
+    if framing == "protobuf-fixed":
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            values = values.cast(pa.binary() if pa.types.is_string(values.type) else pa.large_binary())
+        lengths = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.uint32)
+        header = np.empty((len(values), 2), dtype="<u4")
+        header[:, 0] = int.from_bytes(FIXED_MAGIC, "little")
+        header[:, 1] = lengths
+        headers = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(values), [None, pa.py_buffer(header)])
+        return framed(pc.binary_join_element_wise(headers.cast(pa.binary()), values, b""))
+    if framing == "csv":
+        values = pc.replace_substring_regex(values, r"\r?\n\z", "")
+    newline = pc.match_substring(values, "\n")
+    if newline.true_count:
+        rows = np.flatnonzero(newline.to_numpy(zero_copy_only=False))
+        if framing != "csv":
+            raise FramingError(
+                f"{where(int(rows[0]))} has a value containing a newline, which {framing} framing cannot "
+                "carry (one message is one line); escape it or use protobuf-fixed framing"
+            )
+        for row in rows.tolist():  # CSV: a newline is fine inside a quoted field only.
+            _check_csv_record(values[row].as_py(), where(row))
+    if framing == "csv":
+        quotes = pc.count_substring(values, '"').to_numpy(zero_copy_only=False)
+        odd = np.flatnonzero(quotes & 1)
+        if odd.size:
+            raise FramingError(f"{where(int(odd[0]))} is a csv record with an unbalanced double quote")
+    sep = b"\n" if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type) else "\n"
+    return framed(pc.binary_join_element_wise(values, sep, b"" if isinstance(sep, bytes) else ""))
+
+
+def _check_csv_record(record: str | bytes, where: str) -> None:
+    text = record.encode() if isinstance(record, str) else record
+    quoted = False
+    for ch in text:
+        if ch == 0x22:
+            quoted = not quoted
+        elif ch == 0x0A and not quoted:
+            raise FramingError(f"{where} is a csv value with a newline outside quotes (more than one record)")
+
+
+def _first(mask: pa.Array) -> int:
+    return int(np.flatnonzero(mask.to_numpy(zero_copy_only=False))[0])
+
+
+# --------------------------------------------------------------------------------------------
+# JSON documents.
+
+
+def json_lines(columns: list[tuple[str, pa.Array]], prefix: pa.Array | None = None) -> Framed:
+    """One JSON object per row of ``columns`` (name, array) plus ``\\n``.
+
+    ``prefix`` (strings such as ``{"_meta":{"uuid":"..."}}`` without the closing brace) opens
+    each document instead of ``{``: that is how the message UUID goes in first.
+    """
+    if not columns and prefix is None:
+        raise ValueError("no columns to encode")
+    parts: list[Any] = []
+    for i, (name, arr) in enumerate(columns):
+        lead = "," if (i or prefix is not None) else "{"
+        parts += [f"{lead}{json.dumps(name, ensure_ascii=False)}:", json_fragments(arr)]
+    if prefix is not None:
+        parts.insert(0, prefix)
+    parts.append("}\n")
+    return framed(pc.binary_join_element_wise(*parts, ""))
+
+
+def json_fragments(arr: pa.Array) -> pa.Array:
+    """The JSON text of every value of ``arr`` (a string array without nulls)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_null(t):
+        return pa.array(["null"] * len(arr), pa.string())
+    if pa.types.is_boolean(t):
+        out = pc.if_else(arr, "true", "false")
+    elif pa.types.is_integer(t) or pa.types.is_decimal(t):
+        out = arr.cast(pa.string())
+    elif pa.types.is_floating(t):
+        out = _floats(arr)
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        out = _strings(arr.cast(pa.string()) if pa.types.is_large_string(t) else arr)
+    elif pa.types.is_timestamp(t):
+        if t.tz is None:
+            out = _quote(pc.strftime(arr, format="%Y-%m-%dT%H:%M:%S"))
+        else:
+            utc = arr.cast(pa.timestamp(t.unit, tz="UTC"))
+            out = _quote(pc.strftime(utc, format="%Y-%m-%dT%H:%M:%SZ"))
+    elif pa.types.is_date(t):
+        out = _quote(arr.cast(pa.date32()).cast(pa.string()))
+    elif pa.types.is_struct(t):
+        out = _struct(arr)
+    elif pa.types.is_map(t):
+        out = _map(arr)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        out = _list(arr)
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        out = pa.array(
+            [None if b is None else '"' + base64.b64encode(b).decode("ascii") + '"' for b in arr.to_pylist()],
+            pa.string(),
+        )
+    else:
+        out = pa.array([None if v is None else _dumps(v) for v in arr.to_pylist()], pa.string())
+    return out.fill_null(_NULL) if out.null_count else out
+
+
+def _quote(strings: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise('"', strings, '"', "")
+
+
+def _floats(arr: pa.Array) -> pa.Array:
+    out = arr.cast(pa.string())
+    special = pc.or_(pc.is_nan(arr), pc.is_inf(arr)).fill_null(False)
+    if special.true_count:
+        text = pc.if_else(pc.is_nan(arr), '"NaN"', pc.if_else(pc.greater(arr, 0), '"Infinity"', '"-Infinity"'))
+        out = pc.if_else(special, text, out)
+    return out
+
+
+def _strings(arr: pa.Array) -> pa.Array:
+    escaped = pc.replace_substring(pc.replace_substring(arr, "\\", "\\\\"), '"', '\\"')
+    out = _quote(escaped)
+    control = pc.match_substring_regex(arr, _CONTROL).fill_null(False)
+    if control.true_count:
+        fixed = [json.dumps(s, ensure_ascii=False) for s in arr.filter(control).to_pylist()]
+        out = pc.replace_with_mask(out, control, pa.array(fixed, pa.string()))
+    return out
+
+
+def _children_valid(arr: pa.Array, out: pa.Array) -> pa.Array:
+    """``out`` where ``arr`` is valid, JSON null elsewhere."""
+    if not arr.null_count:
+        return out
+    return pc.if_else(arr.is_valid(), out, _NULL)
+
+
+def _struct(arr: pa.StructArray) -> pa.Array:
+    fields = [(arr.type.field(i).name, arr.field(i)) for i in range(arr.type.num_fields)]
+    if not fields:
+        return _children_valid(arr, pa.array(["{}"] * len(arr), pa.string()))
+    parts: list[Any] = []
+    for i, (name, child) in enumerate(fields):
+        parts += [("," if i else "{") + json.dumps(name, ensure_ascii=False) + ":", json_fragments(child)]
+    parts.append("}")
+    return _children_valid(arr, pc.binary_join_element_wise(*parts, ""))
+
+
+def _rebuild_list(arr: pa.Array, items: pa.Array, sep: str) -> pa.Array:
+    offsets = arr.offsets
+    base = offsets[0].as_py()
+    offsets = pc.subtract(offsets, base) if base else offsets
+    if isinstance(offsets, pa.ChunkedArray):
+        offsets = offsets.combine_chunks()
+    if pa.types.is_int64(offsets.type):
+        joined = pc.binary_join(pa.LargeListArray.from_arrays(offsets, items), sep)
+    else:
+        joined = pc.binary_join(pa.ListArray.from_arrays(offsets, items), sep)
+    return joined
+
+
+def _list(arr: pa.Array) -> pa.Array:
+    items = json_fragments(arr.flatten())
+    joined = _rebuild_list(arr, items, ",")
+    return _children_valid(arr, pc.binary_join_element_wise("[", joined, "]", ""))
+
+
+def _map(arr: pa.MapArray) -> pa.Array:
+    keys, items = arr.keys, arr.items
+    if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
+        key_text = json_fragments(keys)
+    else:
+        plain = json_fragments(keys)
+        key_text = pc.if_else(pc.starts_with(plain, '"'), plain, _quote(plain))
+    entries = pc.binary_join_element_wise(key_text, ":", json_fragments(items), "")
+    joined = _rebuild_list(arr, entries, ",")
+    return _children_valid(arr, pc.binary_join_element_wise("{", joined, "}", ""))
+
+
+def _default(v: Any) -> Any:
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(v).decode("ascii")
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, datetime.timedelta):
+        return v.total_seconds()
+    if isinstance(v, (datetime.date, datetime.time)):
+        return v.isoformat()
+    return str(v)
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False, default=_default, allow_nan=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Message UUIDs.
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+#: Column of each of the 32 hex digits in the 36-character UUID text.
+_DIGITS = np.array([c for c in range(36) if c not in (8, 13, 18, 23)])
+
+
+def uuid_strings(producer: bytes, first_clock: int, n: int, step: int, flags: int) -> pa.Array:
+    """``n`` UUID strings of ``producer`` for clocks ``first_clock + i * step``, with ``flags``.
+
+    The same bytes as :func:`pyspark_gazette.message.build_uuid`, computed for all rows at once.
+    """
+    clocks = np.uint64(first_clock) + np.arange(n, dtype=np.uint64) * np.uint64(step)
+    raw = np.empty((n, 16), dtype=np.uint8)
+    fields = np.empty((n, 4), dtype=">u4")
+    fields[:, 0] = (clocks >> np.uint64(4)) & np.uint64(0xFFFFFFFF)
+    mid = (clocks >> np.uint64(36)) & np.uint64(0xFFFF)
+    high = ((clocks >> np.uint64(52)) & np.uint64(0x0FFF)) | np.uint64(0x1000)
+    fields[:, 1] = (mid << np.uint64(16)) | high
+    seq = np.uint64(0x8000) | ((clocks & np.uint64(0xF)) << np.uint64(10)) | np.uint64(flags)
+    fields[:, 2] = seq << np.uint64(16) | np.uint64(int.from_bytes(producer[:2], "big"))
+    fields[:, 3] = int.from_bytes(producer[2:], "big")
+    raw[:] = fields.view(np.uint8).reshape(n, 16)
+    text = np.full((n, 36), ord("-"), dtype=np.uint8)
+    digits = np.empty((n, 16, 2), dtype=np.uint8)
+    digits[:, :, 0] = _HEX[raw >> 4]
+    digits[:, :, 1] = _HEX[raw & 0x0F]
+    text[:, _DIGITS] = digits.reshape(n, 32)
+    offsets = np.arange(0, 36 * (n + 1), 36, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text.tobytes())])
