@@ -1,0 +1,71 @@
+"""Typed reads: a user schema parses ndjson into columns, with Spark's JSON `mode` semantics."""
+
+from __future__ import annotations
+
+import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from spark_helpers import reader
+
+SCHEMA = "id LONG, country STRING, amount DOUBLE, ts TIMESTAMP, _corrupt_record STRING"
+GOOD = [
+    b'{"id":1,"country":"US","amount":1.5,"ts":"2026-01-01T00:00:00Z"}',
+    b'{"id":2,"country":"DE","amount":2,"extra":true}',
+    b'{"id":3,"country":null}',
+]
+BAD = [b'{"id":4,"country":"FR"', b'{"id":"not a number"}', b"[1,2,3]"]
+
+
+@pytest.fixture
+def mixed(broker, client, create_journal, tmp_path):
+    create_journal("typed/a", length=1024)
+    lines = [GOOD[0], BAD[0], GOOD[1], BAD[1], GOOD[2], BAD[2]]
+    client.append("typed/a", b"\n".join(lines[:3]) + b"\n" + b"x" * 0)
+    client.append("typed/a", b"\n".join(lines[3:]) + b"\n")
+    path = tmp_path / "same.json"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return str(path)
+
+
+def rows(df, cols):
+    return sorted((tuple(r[c] for c in cols) for r in df.collect()), key=lambda t: [(x is None, str(x)) for x in t])
+
+
+def test_permissive_matches_spark_json(spark, broker, mixed):
+    ours = reader(spark, broker, journals="typed/a").schema(SCHEMA).load()
+    theirs = spark.read.schema(SCHEMA).json(mixed)
+    cols = ["id", "country", "amount", "ts", "_corrupt_record"]
+    assert rows(ours, cols) == rows(theirs, cols)
+    assert ours.where("_corrupt_record IS NOT NULL").count() == 3
+
+
+def test_dropmalformed_matches_spark_json(spark, broker, mixed):
+    schema = "id LONG, country STRING, amount DOUBLE, ts TIMESTAMP"
+    ours = reader(spark, broker, journals="typed/a", mode="DROPMALFORMED").schema(schema).load()
+    theirs = spark.read.schema(schema).option("mode", "DROPMALFORMED").json(mixed)
+    assert rows(ours, ["id", "country"]) == rows(theirs, ["id", "country"]) == [(1, "US"), (2, "DE"), (3, None)]
+
+
+def test_failfast_names_the_journal_and_offset(spark, broker, mixed):
+    with pytest.raises((PySparkException, Py4JJavaError)) as ei:
+        reader(spark, broker, journals="typed/a", mode="FAILFAST").schema(SCHEMA).load().collect()
+    assert "typed/a" in str(ei.value)
+
+
+def test_metadata_columns_in_a_typed_schema(spark, broker, client, create_journal):
+    create_journal("typed/b")
+    client.append("typed/b", b'{"journal":"in the document","offset":-5}\n')
+    df = (
+        reader(spark, broker, journals="typed/b")
+        .schema("journal STRING, offset LONG, _journal STRING, _offset LONG")
+        .load()
+    )
+    assert [tuple(r) for r in df.collect()] == [("in the document", -5, "typed/b", 0)]
+
+
+def test_a_user_schema_needs_ndjson(spark, broker, client, create_journal):
+    create_journal("typed/c", content_type="text/plain")
+    client.append("typed/c", b"plain\n")
+    with pytest.raises((PySparkException, Py4JJavaError)) as ei:
+        reader(spark, broker, journals="typed/c").schema("a STRING").load().collect()
+    assert "ndjson" in str(ei.value)
