@@ -27,13 +27,20 @@ record is ignored; blank records produce no row; a top-level array of objects pr
 per object (its metadata repeated); any other non-object is malformed; a duplicate key keeps
 the last value.
 
-Deviations from Spark: naive timestamps are read as UTC (Spark uses the session time zone; run
-Spark with ``spark.sql.session.timeZone=UTC`` for equal results); timestamp strings must be
-ISO-8601-like (Spark also takes zone region ids and a few other forms, which are malformed
-here); single-quoted JSON, which Spark allows by default, is malformed here; a StringType
-field given an object or array gets compact JSON text, not the source text with its spacing;
-a null message produces no row; MapType anywhere in the schema sends every record through the
-per-record path (pyarrow cannot parse maps), which is correct but several times slower.
+Deviations from Spark (each checked against Spark 4 in tests/spark/test_typed_spark.py or by
+hand):
+
+* naive timestamps are read as UTC; Spark uses the session time zone, so results agree when
+  ``spark.sql.session.timeZone`` is UTC;
+* timestamp strings follow Spark's cast grammar (``yyyy[-m[-d[Th[:m[:s[.f]]]]]]``, ``T`` or a
+  space, a zone ``Z``, ``UTC``, ``GMT`` or ``+-h[h][:mm]`` only after the seconds) but zone
+  region ids (``America/New_York``) and years outside 1-9999 are malformed here;
+* single-quoted JSON, which Spark allows by default, is malformed here;
+* a StringType field given an object or array gets compact JSON text, where Spark keeps the
+  source text with its spacing;
+* a null message produces no row (a file has no null lines);
+* MapType anywhere in the schema sends every record through the per-record rules (pyarrow
+  cannot parse maps): correct, but about ten times slower.
 """
 
 from __future__ import annotations
@@ -80,16 +87,17 @@ _LEAF = 16  # Ranges this small that pyarrow rejects are converted record by rec
 _EXCERPT = 120
 
 # Vectorised conversions accept only these forms; anything else goes to the per-record rules.
-_TS_RE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?$"
+_TS_RE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-](0\d|1[0-7]):[0-5]\d|[+-]18:00)?$"
 _TS_ZONED_RE = r"(Z|[+-]\d{2}:\d{2})$"
 _NTZ_RE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?$"
 _DATE_RE = r"^\d{4}-\d{2}-\d{2}$"
 
 _TS_PY = re.compile(
     r"(?P<y>[+-]?\d{4,6})(?:-(?P<mo>\d{1,2})(?:-(?P<d>\d{1,2})(?:[T ](?P<h>\d{1,2})(?::(?P<mi>\d{1,2})"
-    r"(?::(?P<s>\d{1,2})(?:\.(?P<f>\d+))?)?)?)?)?)?\s*(?P<z>Z|UTC|GMT|[+-]\d{1,2}(?::?\d{2})?)?"
+    r"(?::(?P<s>\d{1,2})(?:\.(?P<f>\d*))?)?)?)?)?)?\s*(?P<z>Z|UTC|GMT|[+-]\d{1,2}(?::\d{1,2}|\d{2})?)?"
 )
 _DATE_PY = re.compile(r"(?P<y>[+-]?\d{4,6})(?:-(?P<mo>\d{1,2})(?:-(?P<d>\d{1,2})(?:[T ].*)?)?)?", re.S)
+_DECIMAL_PY = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _SPECIAL_FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "+Infinity": float("inf"), "-Infinity": -float("inf")}
 _FLOAT32_MAX = 3.4028234663852886e38
 _EPOCH_DAY = _dt.date(1970, 1, 1).toordinal()
@@ -183,7 +191,7 @@ def _decimal_conv(precision: int, scale: int) -> Callable[[Any], Any]:
     quantum, limit = decimal.Decimal(1).scaleb(-scale), decimal.Decimal(10) ** (precision - scale)
 
     def conv(v: Any) -> Any:
-        if type(v) is bool or not isinstance(v, (int, str)):
+        if type(v) is bool or not isinstance(v, (int, str)) or (type(v) is str and not _DECIMAL_PY.fullmatch(v)):
             raise _Bad
         try:
             d = decimal.Decimal(v)
@@ -220,12 +228,12 @@ def _ts_conv(zoned: bool) -> Callable[[Any], Any]:
                 raise _Bad
             return v * 1_000_000
         m = _TS_PY.fullmatch(v.strip()) if type(v) is str else None
-        if m is None or (m["z"] and not zoned):
+        if m is None or (m["z"] and (not zoned or m["s"] is None)):  # Spark: a zone needs seconds.
             raise _Bad
         h, mi, s = int(m["h"] or 0), int(m["mi"] or 0), int(m["s"] or 0)
         if h > 23 or mi > 59 or s > 59:
             raise _Bad
-        micros = int((m["f"] or "0")[:6].ljust(6, "0"))
+        micros = int((m["f"] or "")[:6].ljust(6, "0"))
         t = ((_days(m["y"], m["mo"], m["d"]) * 24 + h) * 60 + mi) * 60 + s
         z = m["z"]
         if z and z[0] in "+-":
@@ -233,7 +241,7 @@ def _ts_conv(zoned: bool) -> Callable[[Any], Any]:
             if not zm and len(zh) > 2:
                 zh, zm = zh[:-2], zh[-2:]
             off = int(zh) * 3600 + int(zm or 0) * 60
-            if off > 18 * 3600:
+            if off > 18 * 3600 or int(zm or 0) > 59:
                 raise _Bad
             t -= off if z[0] == "+" else -off
         return t * 1_000_000 + micros
