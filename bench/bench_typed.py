@@ -6,7 +6,7 @@ Every contender gets the same click-event ndjson lines (ids, strings, an ISO-860
 string, doubles, a nested struct, an array) in the same run, as ``pa.BinaryArray`` batches of
 ``--batch`` messages like the executor read path hands them over, and reports rows/s and MB/s
 (best of ``--repeat``). ``--bad N`` makes every Nth record malformed (a type mismatch) to price
-the bisecting fallback. With ``--spark``, ``spark.read.schema(s).json(file)`` on the same bytes
+the fallback. With ``--spark``, ``spark.read.schema(s).json(file)`` on the same bytes
 (written to a temp file, read into a no-op sink on local[1]) is timed too.
 """
 

@@ -339,7 +339,7 @@ def test_large_batch_fast_path(monkeypatch):
     assert batch.slice(n - 1).to_pylist()[0]["ts"] == dt.datetime(2024, 1, 12, 15, 0, 0, 999000, tzinfo=UTC)
 
 
-def test_large_batch_with_a_few_bad_records_bisects():
+def test_large_batch_with_a_few_bad_records():
     n = 100_000
     docs = [click(i) for i in range(n)]
     bad = {17, 50_000, 99_999}
@@ -360,6 +360,19 @@ def test_runs_of_per_record_documents_between_fast_runs():
     dec, batch = decode(schema(("a", LongType())), *docs)
     assert batch.column(0).to_pylist() == [1 if i == 500 else i for i in range(1000)]
     assert dec.errors == 0
+
+
+@pytest.mark.parametrize("bad_doc", ['{"id":"x"}', '{"id":1.5}', '{"id":', "[1]"])
+@pytest.mark.parametrize("every", [2, 3, 97, 5000])
+def test_fallback_finds_every_bad_record(bad_doc, every):
+    n = 20_000
+    docs = [bad_doc if i % every == 1 else click(i) for i in range(n)]
+    dec, batch = decode(CLICK, *docs)
+    assert batch.num_rows == n
+    corrupt = batch.column("_corrupt_record").to_pylist()
+    assert [i for i, c in enumerate(corrupt) if c is not None] == [i for i in range(n) if i % every == 1]
+    assert batch.column("id").to_pylist() == [None if i % every == 1 else i for i in range(n)]
+    assert dec.errors == len(range(1, n, every))
 
 
 def test_large_binary_input():

@@ -12,8 +12,9 @@ the ``mode`` semantics of ``spark.read.schema(s).json(path)``:
 
 Fast path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema, in which
 timestamps, dates and binary are read as strings and converted afterwards (vectorised, for the
-common ISO-8601 forms). Any record pyarrow rejects is found by bisecting the batch, and records
-in small failing ranges (or with unusual values) are converted one by one in Python following
+common ISO-8601 forms). Any record pyarrow rejects is found by re-parsing parts of the failing
+range (the failing record itself when pyarrow names its row,
+sixteenths otherwise), and records in small failing ranges (or with unusual values) are converted one by one in Python following
 Spark's rules; so pyarrow only ever accepts records Spark accepts with the same values.
 
 Spark's rules, as followed here: integers must be JSON integers in range; doubles and floats take
@@ -83,7 +84,12 @@ from pyspark_gazette.errors import MessageDecodeError, OptionError
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 RESERVED_KINDS = frozenset({"journal", "offset", "uuid", "producer", "clock", "flags", "mod_time"})
-_LEAF = 16  # Ranges this small that pyarrow rejects are converted record by record.
+# A failing range is re-parsed in up to _FANOUT parts (fewer, larger re-parses than halving:
+# a pyarrow call costs about as much as 50 records converted in Python); ranges of _LEAF
+# records or fewer are converted record by record.
+_LEAF = 64
+_ERROR_ROW = re.compile(r" in row (\d+)$")
+_FANOUT = 16
 _EXCERPT = 120
 
 # Vectorised conversions accept only these forms; anything else goes to the per-record rules.
@@ -529,22 +535,45 @@ class TypedDecoder:
 
     # -- batches -----------------------------------------------------------------------------
 
-    def _fast(self, values: pa.Array, lo: int, hi: int, pieces: list) -> None:
-        part = values.slice(lo, hi - lo)
-        try:
-            buf = _join_lines(part)
-            lengths = pc.binary_length(part).to_numpy(zero_copy_only=False)
-            block = max(1 << 20, int(lengths.max()) + 2, len(buf) // 8 + 1)
-            table = pj.read_json(pa.BufferReader(buf), pj.ReadOptions(block_size=block), self._parse)
-            if table.num_rows != hi - lo:
-                raise pa.ArrowInvalid("row count")
-        except pa.ArrowInvalid:
-            if hi - lo <= _LEAF:
-                self._records(values, range(lo, hi), pieces)
-            else:
-                mid = (lo + hi) // 2
-                self._fast(values, lo, mid, pieces)
-                self._fast(values, mid, hi, pieces)
+    def _fast(self, values: pa.Array, lo: int, hi: int, pieces: list, exact: bool = False) -> None:
+        """Parse records ``lo:hi`` with pyarrow, falling back as the module docstring says.
+
+        The first attempt is multi-threaded. Once it fails, ranges are parsed as one block
+        (``exact``), where pyarrow's "in row N" names the failing record exactly: the records
+        before it are parsed again, it goes to the per-record rules, and parsing resumes after
+        it. Errors without a row (a number that does not convert) re-parse sixteenths.
+        """
+        while lo < hi:
+            part = values.slice(lo, hi - lo)
+            try:
+                buf = _join_lines(part)
+                if exact:
+                    read = pj.ReadOptions(use_threads=False, block_size=len(buf) + 1)
+                else:
+                    longest = int(pc.max(pc.binary_length(part)).as_py() or 0)
+                    read = pj.ReadOptions(use_threads=True, block_size=max(1 << 20, longest + 2, len(buf) // 8 + 1))
+                table = pj.read_json(pa.BufferReader(buf), read, self._parse)
+                if table.num_rows != hi - lo:
+                    raise pa.ArrowInvalid("row count")
+                break
+            except pa.ArrowInvalid as e:
+                row = _ERROR_ROW.search(str(e)) if exact else None
+                r = int(row[1]) if row else -1
+                if hi - lo <= _LEAF or 0 <= r < _LEAF:
+                    take = hi if hi - lo <= _LEAF else lo + max(r + 1, _LEAF)
+                    self._records(values, range(lo, min(take, hi)), pieces)
+                    lo = min(take, hi)
+                elif 0 < r < hi - lo:
+                    self._fast(values, lo, lo + r, pieces, True)
+                    self._records(values, [lo + r], pieces)
+                    lo += r + 1
+                else:
+                    parts = min(_FANOUT, -(-(hi - lo) // _LEAF))
+                    edges = np.linspace(lo, hi, parts + 1).astype(np.int64).tolist()
+                    for a, b in zip(edges[:-1], edges[1:], strict=True):
+                        self._fast(values, a, b, pieces, True)
+                    return
+        else:
             return
         cols, bad = [], None
         for f, o in zip(self._json.fields, self._json_arrow, strict=True):
