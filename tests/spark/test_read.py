@@ -87,3 +87,13 @@ def test_bad_options_fail_at_planning_naming_the_option(spark, broker, client, c
     with pytest.raises((PySparkException, Py4JJavaError)) as ei:
         reader(spark, broker, journals="read/missing").load().collect()
     assert "read/missing" in str(ei.value)
+
+
+def test_registrable_by_class(spark, broker, client, create_journal):
+    from pyspark_gazette import DefaultSource, GazetteDataSource
+
+    assert DefaultSource is GazetteDataSource and GazetteDataSource.name() == "gazette"
+    spark.dataSource.register(GazetteDataSource)
+    create_journal("read/byclass")
+    client.append("read/byclass", b'{"b":2}\n')
+    assert [r.value for r in reader(spark, broker).load("read/byclass").collect()] == ['{"b":2}']

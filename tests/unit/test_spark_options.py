@@ -1,0 +1,148 @@
+"""Option parsing: every option's bad values, unknown and conflicting keys, env fallback, secrets."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from pyspark_gazette.errors import OptionError
+from pyspark_gazette.spark.options import (
+    OPTIONS,
+    READ,
+    STREAM,
+    WRITE,
+    ReadOptions,
+    WriteOptions,
+    env_name,
+    parse,
+    redacted,
+)
+
+BASE_READ = {"broker.address": "http://127.0.0.1:8080", "journals": "a/b/c"}
+BASE_WRITE = {"broker.address": "http://127.0.0.1:8080", "journal": "a/b/c"}
+
+# A bad value for every option kind (and specific rules), each expected to name its option.
+BAD_VALUES = {
+    "bool": "maybe",
+    "bytes": "lots",
+    "int": "1.5",
+    "timestamp": "-5",
+    "duration": "soon",
+    "enum": "nonsense",
+    "offsets": "[1, 2]",
+}
+
+
+def scope_of(opt) -> str:
+    return READ if READ in opt.scopes else STREAM if STREAM in opt.scopes else WRITE
+
+
+@pytest.mark.parametrize("opt", [o for o in OPTIONS if o.kind in BAD_VALUES], ids=lambda o: o.key)
+def test_every_typed_option_rejects_a_bad_value_naming_itself(opt):
+    scope = scope_of(opt)
+    base = BASE_WRITE if scope == WRITE else BASE_READ
+    with pytest.raises(OptionError) as ei:
+        parse({**base, opt.key: BAD_VALUES[opt.kind]}, scope, env={})
+    assert ei.value.option == opt.key and opt.key in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    "options,option",
+    [
+        ({"broker.address": "ftp://x:1", "journals": "a/b/c"}, "broker.address"),
+        ({"journals": "a/b/c"}, "broker.address"),
+        ({"broker.address": "http://h:1"}, "journals"),
+        ({**BASE_READ, "selector": "a=b"}, "journals"),
+        ({"broker.address": "http://h:1", "selector": "a in ("}, "selector"),
+        ({**BASE_READ, "journals": "ok/name, bad name"}, "journals"),
+        ({**BASE_READ, "endingOffsets": "earliest"}, "endingOffsets"),
+        ({**BASE_READ, "startingOffsets": '{"a/b/c": 10}', "endingOffsets": '{"a/b/c": 5}'}, "endingOffsets"),
+        ({**BASE_READ, "startingOffsets": '{"a/b/c": -3}'}, "startingOffsets"),
+        ({**BASE_READ, "startingTimestamp": "20", "endingTimestamp": "10"}, "endingTimestamp"),
+        ({**BASE_READ, "uuidPointer": "_meta/uuid"}, "uuidPointer"),
+        ({**BASE_READ, "maxPartitionBytes": "0"}, "maxPartitionBytes"),
+        ({**BASE_READ, "store.s3.accessKeyId": "AKIA"}, "store.s3.accessKeyId"),
+        ({**BASE_READ, "maxBytesPerTrigger": "1m"}, "maxBytesPerTrigger"),  # stream-only option in a batch read
+        ({**BASE_READ, "journal": "x/y/z"}, "journal"),  # write-only option in a read
+        ({**BASE_READ, "brokr.address": "x"}, "brokr.address"),
+        ({**BASE_READ, "path": "a/b/c"}, "path"),  # journals twice
+    ],
+)
+def test_read_option_errors_name_the_option(options, option):
+    with pytest.raises(OptionError) as ei:
+        ReadOptions.parse(options, env={})
+    assert ei.value.option == option
+
+
+def test_conflicting_stream_limits():
+    with pytest.raises(OptionError) as ei:
+        ReadOptions.parse(
+            {**BASE_READ, "maxBytesPerTrigger": "1m", "maxOffsetsPerTrigger": "2m"}, streaming=True, env={}
+        )
+    assert ei.value.option == "maxOffsetsPerTrigger"
+    opts = ReadOptions.parse({**BASE_READ, "maxOffsetsPerTrigger": "2m"}, streaming=True, env={})
+    assert opts.max_bytes_per_trigger == 2 << 20
+
+
+@pytest.mark.parametrize(
+    "options,option",
+    [
+        ({**BASE_WRITE, "transactional": "true", "framing": "csv"}, "transactional"),
+        ({**BASE_WRITE, "createJournals": "[1, 2]"}, "createJournals"),
+        ({**BASE_WRITE, "createJournals": '{"name": "x"}'}, "createJournals"),
+        ({**BASE_WRITE, "createJournals": '{"fragment": {"length": 5}}'}, "createJournals"),
+        ({**BASE_WRITE, "readCommitted": "true"}, "readCommitted"),
+    ],
+)
+def test_write_option_errors_name_the_option(options, option):
+    with pytest.raises(OptionError) as ei:
+        WriteOptions.parse(options, env={})
+    assert ei.value.option == option
+
+
+def test_keys_are_case_insensitive_and_values_typed():
+    opts = ReadOptions.parse(
+        {
+            "BROKER.ADDRESS": "http://h:1",
+            "Journals": "a/b/c, d/e/f",
+            "maxpartitionbytes": "64m",
+            "FAILONDATALOSS": "False",
+            "startingoffsets": "latest",
+            "framing": "NDJSON",
+        },
+        env={},
+    )
+    assert opts.journals == ("a/b/c", "d/e/f") and opts.max_partition_bytes == 64 << 20
+    assert opts.fail_on_data_loss is False and opts.starting_offsets == "latest" and opts.framing == "ndjson"
+
+
+def test_environment_fallbacks_and_precedence():
+    env = {"BROKER_ADDRESS": "http://from-gazette-env:1", env_name("maxPartitionBytes"): "1m"}
+    opts = ReadOptions.parse({"journals": "a/b/c"}, env=env)
+    assert opts.connection.address == "http://from-gazette-env:1" and opts.max_partition_bytes == 1 << 20
+    env[env_name("broker.address")] = "http://from-prefixed-env:1"
+    assert ReadOptions.parse({"journals": "a/b/c"}, env=env).connection.address == "http://from-prefixed-env:1"
+    explicit = ReadOptions.parse({**BASE_READ, "maxPartitionBytes": "2m"}, env=env)
+    assert explicit.connection.address == "http://127.0.0.1:8080" and explicit.max_partition_bytes == 2 << 20
+
+
+def test_secrets_stay_out_of_reprs_and_redacted_maps_but_pickle():
+    options = {
+        **BASE_READ,
+        "broker.authToken": "tok-SECRET",
+        "store.s3.accessKeyId": "AKIA-SECRET",
+        "store.s3.secretAccessKey": "KEY-SECRET",
+    }
+    opts = ReadOptions.parse(options, env={})
+    assert "SECRET" not in repr(opts)
+    assert "SECRET" not in str(redacted(options))
+    again = pickle.loads(pickle.dumps(opts))
+    assert again == opts and again.connection.storage_options()["secret"] == "KEY-SECRET"
+    assert again.connection.client_config().auth_token == "tok-SECRET"
+
+
+def test_every_option_is_documented_with_a_type_and_scope():
+    for opt in OPTIONS:
+        assert opt.doc and opt.kind and opt.scopes, opt.key
+        assert opt.kind != "enum" or opt.choices, opt.key
