@@ -49,7 +49,8 @@ def test_dropmalformed_matches_spark_json(spark, broker, mixed):
 def test_failfast_names_the_journal_and_offset(spark, broker, mixed):
     with pytest.raises((PySparkException, Py4JJavaError)) as ei:
         reader(spark, broker, journals="typed/a", mode="FAILFAST").schema(SCHEMA).load().collect()
-    assert "typed/a" in str(ei.value)
+    bad_offset = len(GOOD[0]) + 1  # BAD[0] is the second message
+    assert "typed/a" in str(ei.value) and f"message at offset {bad_offset}" in str(ei.value)
 
 
 def test_metadata_columns_in_a_typed_schema(spark, broker, client, create_journal):

@@ -85,8 +85,12 @@ class OutputBuilder:
                 from pyspark_gazette.errors import MessageDecodeError
 
                 if isinstance(e, MessageDecodeError):
-                    first = msgs.offsets[0].as_py()
-                    raise MessageDecodeError(f"journal {journal!r}, messages from offset {first}: {e}") from e
+                    index = getattr(e, "index", None)
+                    if index is not None and 0 <= index < len(msgs.offsets):
+                        where = f"message at offset {msgs.offsets[index].as_py()}"
+                    else:
+                        where = f"messages from offset {msgs.offsets[0].as_py()}"
+                    raise MessageDecodeError(f"journal {journal!r}, {where}: {e}") from e
                 raise
         values = msgs.values
         if self.text:
