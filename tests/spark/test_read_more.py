@@ -204,3 +204,24 @@ def test_timestamp_bounds_use_fragment_mod_times(spark, broker, client, create_j
         endingTimestamp=str((base + 250) * 1000),
     ).load()
     assert sorted(r.offset for r in df.collect()) == [o for o, _ in expected if frags[1].begin <= o < frags[2].end]
+
+
+def test_mod_time_pushdown_prunes_fragments(spark, broker, client, create_journal):
+    create_journal("push/ts", length=1024, refresh_seconds=3600)
+    expected = fill(client, broker, "push/ts", batches=5, per_batch=40)
+    frags = [FragmentRef.from_proto(f.spec) for f in client.list_fragments("push/ts") if f.spec.mod_time]
+    base = 1_800_000_000
+    for i, ref in enumerate(frags):
+        path = os.path.join(broker.store_root, "store", ref.content_path)
+        os.utime(path, (base + 100 * i, base + 100 * i))
+    broker.refresh("push/ts")
+    # Files of fragments older than the bound are removed: only pruning lets the query succeed.
+    for ref in frags[:2]:
+        os.remove(os.path.join(broker.store_root, "store", ref.content_path))
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = reader(spark, broker, journals="push/ts", includeMetadata="true", filterPushdown="true").load()
+        got = df.where(f"mod_time >= timestamp_seconds({base + 200})").collect()
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+    assert sorted(r.offset for r in got) == [o for o, _ in expected if frags[2].begin <= o < frags[-1].end]
