@@ -17,7 +17,6 @@ import heapq
 import io
 import logging
 import os
-import threading
 import time
 from datetime import datetime, timezone
 
@@ -25,6 +24,7 @@ from pyspark_gazette.broker import postfix
 from pyspark_gazette.broker.journal import Journal
 from pyspark_gazette.broker.spool import Spool
 from pyspark_gazette.broker.stores import Stores
+from pyspark_gazette.broker.worker import Worker
 from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments import Compressor, FragmentRef, FragmentStore
 from pyspark_gazette.protocol import pb
@@ -34,15 +34,13 @@ log = logging.getLogger(__name__)
 RETRY_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class Persister:
+class Persister(Worker):
     def __init__(self, stores: Stores):
+        super().__init__("gazette-persister")
         self._stores = stores
-        self._cond = threading.Condition()
         self._queue: list[tuple[float, int, Journal, Spool, int]] = []  # (due, seq, journal, spool, attempt)
         self._seq = 0
         self._busy = 0
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="gazette-persister", daemon=True)
         self._thread.start()
 
     def enqueue(self, journal: Journal, spool: Spool, attempt: int = 0, delay: float = 0.0) -> None:
@@ -64,12 +62,6 @@ class Persister:
                     return False
                 self._cond.wait(left)
         return True
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._thread.join()
 
     def _run(self) -> None:
         while True:

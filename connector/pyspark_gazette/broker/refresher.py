@@ -10,28 +10,26 @@ was idle (Gazette's brokers do this with a periodic zero-byte append).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from pyspark_gazette.broker.journal import Journal
 from pyspark_gazette.broker.specs import duration_seconds
 from pyspark_gazette.broker.stores import Stores
+from pyspark_gazette.broker.worker import Worker
 from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments import FragmentRef
 
 log = logging.getLogger(__name__)
 
 
-class Refresher:
+class Refresher(Worker):
     """Lists each journal's stores every refresh_interval (and at once when asked)."""
 
     def __init__(self, stores: Stores):
+        super().__init__("gazette-refresher")
         self._stores = stores
-        self._cond = threading.Condition()
         self._due: dict[str, float] = {}  # journal name -> monotonic due time
         self._journals: dict[str, Journal] = {}
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="gazette-refresher", daemon=True)
         self._thread.start()
 
     def watch(self, journal: Journal) -> None:
@@ -45,12 +43,6 @@ class Refresher:
         with self._cond:
             self._journals.pop(name, None)
             self._due.pop(name, None)
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._thread.join()
 
     def _run(self) -> None:
         while True:

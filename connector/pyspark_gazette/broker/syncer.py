@@ -10,21 +10,19 @@ by the disk, not by the number of appends, and a sync never happens per content 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from pyspark_gazette.broker.spool import CommitRecord, Spool
+from pyspark_gazette.broker.worker import Worker
 
 log = logging.getLogger(__name__)
 
 
-class Syncer:
+class Syncer(Worker):
     def __init__(self, on_durable: Callable[[Spool, CommitRecord], None]):
+        super().__init__("gazette-syncer")
         self._on_durable = on_durable
-        self._cond = threading.Condition()
         self._dirty: dict[int, Spool] = {}
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="gazette-syncer", daemon=True)
         self._thread.start()
 
     def submit(self, spool: Spool, record: CommitRecord) -> None:
@@ -46,12 +44,6 @@ class Syncer:
         its sequenced end is then the end of the last committed append, whose record may be
         pending or already taken by a sync in progress)."""
         self.wait(spool, spool.seq_end)
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._thread.join()
 
     def _run(self) -> None:
         while True:
