@@ -52,8 +52,8 @@ class Pruning:
 
     journals: set[str] | None = None
     prefixes: list[str] = dataclasses.field(default_factory=list)
-    offset_min: int | None = None  # inclusive
-    offset_max: int | None = None  # inclusive
+    offset_min: float | None = None  # inclusive
+    offset_max: float | None = None  # inclusive
     mod_time_min: float | None = None  # unix seconds, inclusive
     mod_time_max: float | None = None
 
@@ -115,7 +115,8 @@ class GazettePushdownBatchReader(GazetteBatchReader):
         mod_col = "mod_time" if untyped else "_mod_time"
         p = self.pruning
         for f in filters:
-            col = f.attribute[0] if len(f.attribute) == 1 else None
+            attribute: tuple[str, ...] = getattr(f, "attribute", ())
+            col = attribute[0] if len(attribute) == 1 else None
             if col == journal_col and isinstance(f, EqualTo) and isinstance(f.value, str):
                 p.journals = {f.value} if p.journals is None else p.journals & {f.value}
                 continue
@@ -165,7 +166,7 @@ def prune(parts: list[GazettePartition], p: Pruning) -> list[GazettePartition]:
     """Drop segments that cannot hold a row matching the offset and mod-time bounds."""
     if p.offset_min is None and p.offset_max is None and p.mod_time_min is None and p.mod_time_max is None:
         return parts
-    out = []
+    out: list[GazettePartition] = []
     for part in parts:
         segs = tuple(
             s

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
@@ -109,14 +110,13 @@ def uuid_parts(values: pa.Array, framing: str, pointer: str) -> list[tuple[bytes
 
     out: list[tuple[bytes, int, int] | None] = []
     for raw in values.to_pylist():
+        u: Any = None
         try:
             if framing == "ndjson":
                 u = extract_uuid_json(raw, pointer)
             elif framing == "csv":
                 row = next(csv.reader(io.StringIO(raw.decode("utf-8", "replace"))), [])
                 u = row[0] if row else None
-            else:
-                u = None
             out.append(parse_uuid(u) if u else None)
         except (UUIDError, ValueError):
             out.append(None)
