@@ -149,11 +149,7 @@ def json_fragments(arr: pa.Array) -> pa.Array:
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
         out = _strings(arr.cast(pa.string()) if pa.types.is_large_string(t) else arr)
     elif pa.types.is_timestamp(t):
-        if t.tz is None:
-            out = _quote(pc.strftime(arr, format="%Y-%m-%dT%H:%M:%S"))
-        else:
-            utc = arr.cast(pa.timestamp(t.unit, tz="UTC"))
-            out = _quote(pc.strftime(utc, format="%Y-%m-%dT%H:%M:%SZ"))
+        out = _timestamps(arr)
     elif pa.types.is_date(t):
         out = _quote(arr.cast(pa.date32()).cast(pa.string()))
     elif pa.types.is_struct(t):
@@ -176,6 +172,29 @@ def _quote(strings: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise('"', strings, '"', "")
 
 
+def _timestamps(arr: pa.Array) -> pa.Array:
+    """ISO-8601 text: the values are UTC instants, so drop the zone and format them as naive
+    timestamps (Arrow's cast is ~10x faster than ``strftime`` or a cast with a zone), then turn
+    the space at index 10 into ``T`` in place."""
+    t = arr.type
+    text = arr.cast(pa.timestamp(t.unit)).cast(pa.string())
+    if text.null_count:
+        text = text.fill_null("0000-00-00 00:00:00")
+    data, offsets = framed(text)
+    starts = offsets[:-1]
+    if len(starts) and (np.all(np.diff(offsets) >= 19) and bytes(data[10:11]) == b" "):
+        patched = np.frombuffer(data, dtype=np.uint8).copy()
+        if np.all(patched[starts + 10] == 0x20):
+            patched[starts + 10] = ord("T")
+            text = pa.Array.from_buffers(
+                pa.string(), len(text), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(patched)]
+            )
+        else:  # years outside 0001-9999
+            text = pc.replace_substring_regex(text, r"^(-?\d+-\d\d-\d\d) ", r"\1T")
+    out = pc.binary_join_element_wise('"', text, '"' if t.tz is None else 'Z"', "")
+    return _children_valid(arr, out)
+
+
 def _floats(arr: pa.Array) -> pa.Array:
     out = arr.cast(pa.string())
     special = pc.or_(pc.is_nan(arr), pc.is_inf(arr)).fill_null(False)
@@ -186,10 +205,21 @@ def _floats(arr: pa.Array) -> pa.Array:
 
 
 def _strings(arr: pa.Array) -> pa.Array:
-    escaped = pc.replace_substring(pc.replace_substring(arr, "\\", "\\\\"), '"', '\\"')
+    """Quoted JSON strings. numpy scans the data buffer first, so the escaping passes run only
+    when a quote, backslash or control character occurs at all."""
+    _, offsets_buf, data_buf = arr.buffers()
+    if data_buf is None or len(arr) == 0:
+        return _quote(arr)
+    offsets = np.frombuffer(offsets_buf, dtype=np.int32)[arr.offset : arr.offset + len(arr) + 1]
+    buf = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0] : offsets[-1]]
+    escaped = arr
+    if np.any(buf == 0x5C):
+        escaped = pc.replace_substring(escaped, "\\", "\\\\")
+    if np.any(buf == 0x22):
+        escaped = pc.replace_substring(escaped, '"', '\\"')
     out = _quote(escaped)
-    control = pc.match_substring_regex(arr, _CONTROL).fill_null(False)
-    if control.true_count:
+    if np.any(buf < 0x20):
+        control = pc.match_substring_regex(arr, _CONTROL).fill_null(False)
         fixed = [json.dumps(s, ensure_ascii=False) for s in arr.filter(control).to_pylist()]
         out = pc.replace_with_mask(out, control, pa.array(fixed, pa.string()))
     return out
