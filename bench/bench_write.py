@@ -170,6 +170,7 @@ def main() -> None:
         print(f"  JVM -> Python Arrow transfer (mapInArrow, count only): {t_transfer:6.2f} s")
         print(f"  + JSON encoding (mapInArrow, encode and drop):         {t_encode:6.2f} s")
         print(f"  appends (gazette minus transfer+encode):               {max(0.0, t_ours - t_encode):6.2f} s")
+        print(f"ceiling for any Python data source here (baseline / transfer alone): {t_json / t_transfer:.2f}")
     finally:
         spark.stop()
         broker.terminate()
