@@ -310,7 +310,8 @@ OPTIONS: tuple[Option, ...] = (
         "maxBatchBytes",
         "bytes",
         64 << 20,
-        "Largest Append RPC the writer builds before starting the next.",
+        "An Append RPC stops taking rows once it holds about this much (the writer adds whole messages "
+        "in pieces of at most 1/8 of it).",
         scopes=frozenset({WRITE}),
     ),
 )
