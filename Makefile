@@ -26,9 +26,10 @@ test: $(STAMP)  ## run every test tier (unit, integration, spark)
 test-unit: $(STAMP)  ## only the unit tests
 	$(PY) -m pytest tests/unit
 
-lint: $(STAMP)  ## ruff lint + format check
+lint: $(STAMP)  ## ruff lint + format check, mypy on the package
 	$(VENV)/bin/ruff check connector tests tools bench
 	$(VENV)/bin/ruff format --check connector tests tools bench
+	$(VENV)/bin/mypy connector/pyspark_gazette
 
 format: $(STAMP)  ## apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix connector tests tools bench
