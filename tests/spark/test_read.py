@@ -97,18 +97,3 @@ def test_registrable_by_class(spark, broker, client, create_journal):
     create_journal("read/byclass")
     client.append("read/byclass", b'{"b":2}\n')
     assert [r.value for r in reader(spark, broker).load("read/byclass").collect()] == ['{"b":2}']
-
-
-def test_streaming_is_refused_clearly_until_it_exists(spark, broker, create_journal):
-    create_journal("read/stream")
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors import PySparkException
-
-    with pytest.raises((PySparkException, Py4JJavaError)) as ei:
-        df = spark.readStream.format("gazette").option("broker.address", broker.address).load("read/stream")
-        query = df.writeStream.format("noop").start()
-        try:
-            query.processAllAvailable()
-        finally:
-            query.stop()
-    assert "streamReader" in str(ei.value)  # Spark: the source implements no stream reader

@@ -1,8 +1,7 @@
 """The ``gazette`` Spark data source (``DefaultSource``).
 
-``spark.read.format("gazette")`` and ``df.write.format("gazette")``. Structured Streaming
-(``readStream`` / ``writeStream``) is not implemented yet: Spark reports that the source does
-not support it. The
+``spark.read.format("gazette")``, ``spark.readStream.format("gazette")`` and
+``df.write.format("gazette")``. The
 source is found automatically after ``pip install`` (Spark imports ``pyspark_*`` modules that
 define ``DefaultSource``), or registered by class with
 ``spark.dataSource.register(GazetteDataSource)``.
@@ -10,7 +9,13 @@ define ``DefaultSource``), or registered by class with
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from pyspark_gazette.spark.options import OPTIONS, STREAM, ReadOptions
@@ -39,7 +44,7 @@ def untyped_schema(text_values: bool, include_metadata: bool) -> StructType:
 
 
 class GazetteDataSource(DataSource):
-    """Gazette journals as a Spark data source: batch reads and writes."""
+    """Gazette journals as a Spark data source: batch and streaming reads, batch writes."""
 
     @classmethod
     def name(cls) -> str:
@@ -73,8 +78,19 @@ class GazetteDataSource(DataSource):
         cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
         return cls(opts, schema)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from pyspark_gazette.spark.stream import GazetteStreamReader
+
+        return GazetteStreamReader(self._read_options(streaming=True), schema)
+
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_gazette.spark.options import WriteOptions
         from pyspark_gazette.spark.writer import GazetteBatchWriter
 
         return GazetteBatchWriter(WriteOptions.parse(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+        from pyspark_gazette.spark.options import WriteOptions
+        from pyspark_gazette.spark.stream_writer import GazetteStreamWriter
+
+        return GazetteStreamWriter(WriteOptions.parse(self.options), schema, overwrite)

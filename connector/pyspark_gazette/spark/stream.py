@@ -1,0 +1,220 @@
+"""Streaming reads: ``spark.readStream.format("gazette")``.
+
+Offsets are ``{journal: byte offset}``. Each micro-batch ``[start, end)`` is planned exactly like
+a batch read (:mod:`pyspark_gazette.spark.plan`): persisted fragments are read directly from the
+store by the executors, the live tail through the brokers, so catching up on a large backlog
+scales with the object store.
+
+* ``initialOffset``: ``startingOffsets`` (default ``latest``, like Spark's Kafka source) or
+  ``startingTimestamp``.
+* ``latestOffset(start, limit)``: the journals' write heads (one List and one metadata-only Read
+  per journal: no fragment listing), cut by the read limit. ``maxBytesPerTrigger`` (or Spark's
+  ``ReadMaxBytes``) is shared across journals: each journal with a backlog first gets up to
+  ``limit / (2 * journals)``, the rest is shared in proportion to the remaining backlogs, so a
+  small journal is never starved by a big one. ``minBytesPerTrigger`` holds a batch back until that
+  many bytes are waiting or ``maxTriggerDelay`` passed since the last batch.
+* ``Trigger.AvailableNow`` reads up to the write heads seen when the query starts.
+* Journals matching a ``selector`` that appear later are read from their start; journals that
+  disappear end cleanly. Missing content (retention deleted it before it was read) follows
+  ``failOnDataLoss``.
+
+Batch ends may fall inside a message when a read limit cuts a journal: the message that begins
+before the end belongs to that batch (read whole) and the next batch skips its tail, so every
+message is returned once.
+
+Limitation: ``readCommitted`` is refused for streams for now: a transaction open at a batch
+boundary would need the sequencer's state carried in the offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from pyspark_gazette.errors import JournalNotFoundError, OptionError
+from pyspark_gazette.spark.options import ReadOptions
+
+log = logging.getLogger(__name__)
+
+
+def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
+    """Bytes each journal may read this batch under ``limit`` (see the module docstring)."""
+    waiting = {j: b for j, b in backlogs.items() if b > 0}
+    total = sum(waiting.values())
+    if total <= limit:
+        return dict(waiting)
+    floor = max(1, limit // (2 * len(waiting)))
+    alloc = {j: min(b, floor) for j, b in waiting.items()}
+    remaining = limit - sum(alloc.values())
+    rest = {j: waiting[j] - alloc[j] for j in waiting}
+    rest_total = sum(rest.values())
+    if remaining > 0 and rest_total > 0:
+        for j, r in rest.items():
+            alloc[j] += min(r, remaining * r // rest_total)
+    return alloc
+
+
+class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch stream of journals; see the module docstring."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType):
+        if opts.read_committed:
+            raise OptionError("readCommitted", "is not supported for streaming reads yet (batch reads only)")
+        self.opts = opts
+        self.schema = schema
+        self._target: dict[str, int] | None = None
+        self._last_batch = time.monotonic()
+        self._latest: dict[str, int] | None = None
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _client(self):
+        from pyspark_gazette.client import JournalClient
+
+        return JournalClient(self.opts.connection.client_config(direct_reads=False))
+
+    def _journals(self, client) -> list:
+        from pyspark_gazette.spark.journals import resolve_journals
+
+        return resolve_journals(client, self.opts.journals, self.opts.selector)
+
+    @staticmethod
+    def _write_head(client, journal: str) -> int:
+        from pyspark_gazette.errors import OffsetNotYetAvailableError
+
+        # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE
+        # with the write head, which the reader keeps.
+        with client.reader(journal, -1, metadata_only=True, do_not_proxy=False) as r:
+            try:
+                r.read()
+            except OffsetNotYetAvailableError:
+                pass
+            return r.write_head
+
+    @staticmethod
+    def _earliest(client, journal: str) -> int:
+        frags = client.list_fragments(journal, page_limit=1)
+        return frags[0].spec.begin if frags else 0
+
+    def _heads(self) -> dict[str, int]:
+        with self._client() as client:
+            return {info.name: self._write_head(client, info.name) for info in self._journals(client)}
+
+    # -- DataSourceStreamReader ---------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        from pyspark_gazette.spark.plan import start_offset, take_snapshot
+
+        out: dict[str, int] = {}
+        with self._client() as client:
+            for info in self._journals(client):
+                if self.opts.starting_timestamp is None and not isinstance(self.opts.starting_offsets, dict):
+                    if (self.opts.starting_offsets or "latest") == "latest":
+                        out[info.name] = self._write_head(client, info.name)
+                    else:
+                        out[info.name] = self._earliest(client, info.name)
+                    continue
+                snap = take_snapshot(client, info, self.opts)
+                out[info.name] = start_offset(snap, self.opts, default="latest")
+        return out
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_bytes_per_trigger:
+            return ReadMaxBytes(self.opts.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._heads()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        heads = self._heads()
+        if self._target is not None:
+            heads = {j: min(h, self._target[j]) for j, h in heads.items() if j in self._target}
+        self._latest = heads
+        end = dict(start)
+        backlogs: dict[str, int] = {}
+        with self._client() as client:
+            for journal, head in heads.items():
+                if journal not in start:
+                    # A journal that appeared after the query started: read it from its start.
+                    begin = self._earliest(client, journal)
+                    end[journal] = begin
+                    backlogs[journal] = head - begin
+                else:
+                    backlogs[journal] = max(0, head - int(start[journal]))
+        waiting = sum(backlogs.values())
+        if (
+            self.opts.min_bytes_per_trigger
+            and self._target is None
+            and 0 < waiting < self.opts.min_bytes_per_trigger
+            and time.monotonic() - self._last_batch < self.opts.max_trigger_delay
+        ):
+            return dict(start)
+        if isinstance(limit, ReadMaxBytes):
+            allowed = share_bytes(backlogs, limit.max_bytes)
+        else:
+            allowed = {j: b for j, b in backlogs.items() if b > 0}
+        for journal, nbytes in allowed.items():
+            end[journal] = end[journal] + nbytes
+        if end != start:
+            self._last_batch = time.monotonic()
+        return end
+
+    def reportLatestOffset(self) -> dict | None:
+        return dict(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        from pyspark_gazette.spark.plan import GazettePartition, partition, segments, take_snapshot
+
+        parts: list[GazettePartition] = []
+        with self._client() as client:
+            infos = {i.name: i for i in self._journals(client)}
+            for journal in sorted(end):
+                e = int(end[journal])
+                s = int(start.get(journal, e if journal not in infos else -1))
+                info = infos.get(journal)
+                if info is None:
+                    if s < e:
+                        self._lost(journal, s, e, "the journal no longer exists")
+                    continue
+                if s == -1:
+                    s = self._earliest(client, journal)
+                if s >= e:
+                    continue
+                try:
+                    snap = take_snapshot(client, info, self.opts)
+                except JournalNotFoundError:
+                    self._lost(journal, s, e, "the journal was deleted")
+                    continue
+                segs = segments(snap, s, e, self.opts)
+                parts.extend(partition(snap, segs, self.opts, len(parts)))
+        return parts
+
+    def _lost(self, journal: str, begin: int, end: int, why: str) -> None:
+        from pyspark_gazette.spark.plan import DataLoss
+
+        text = f"journal {journal!r}: offsets [{begin}, {end}) cannot be read: {why}"
+        if self.opts.fail_on_data_loss:
+            raise DataLoss(text + "; set failOnDataLoss=false to skip them")
+        log.warning("%s; skipped (failOnDataLoss=false)", text)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from pyspark_gazette.spark.batch import read_batches
+        from pyspark_gazette.spark.plan import GazettePartition
+
+        assert isinstance(partition, GazettePartition)
+        yield from read_batches(partition, self.opts, self.schema)
+
+    def commit(self, end: dict) -> None:
+        pass
