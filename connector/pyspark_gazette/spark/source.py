@@ -90,7 +90,6 @@ class GazetteDataSource(DataSource):
         return GazetteBatchWriter(WriteOptions.parse(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        from pyspark_gazette.spark.options import WriteOptions
-        from pyspark_gazette.spark.stream_writer import GazetteStreamWriter
+        from pyspark_gazette.spark.stream_writer import GazetteStreamWriter, stream_write_options
 
-        return GazetteStreamWriter(WriteOptions.parse(self.options), schema, overwrite)
+        return GazetteStreamWriter(stream_write_options(self.options), schema, overwrite)

@@ -1,0 +1,234 @@
+"""Exactly-once streaming writes: ``df.writeStream.format("gazette")``.
+
+Rows are routed, framed and encoded exactly as by the batch writer
+(:mod:`pyspark_gazette.spark.writer`); what differs is how they reach the journal. A write
+task learns its query and micro-batch from Spark's task-local properties
+(``sql.streaming.queryId``, stable across restarts from one checkpoint, and
+``streaming.sql.batchId``) and spools each journal's encoded rows to a local temporary file.
+Once its input is exhausted it appends each journal's file in **one** Append RPC guarded by
+the journal's registers:
+
+* the register name ``<key>`` is ``gzsink/<query id>/<partition id>`` (a valid label name;
+  hashed if the query id were ever too long or unusual), its value the batch id;
+* ``check_registers`` excludes ``<key>=<batch>`` (and the next :data:`FUTURE_WINDOW` batch
+  ids, so a zombie attempt of an old batch cannot append after a newer batch did);
+* ``union_registers`` sets ``<key>=<batch>``, replacing the previous batch's value.
+
+Any later attempt at the same (query, batch, partition): a retried or speculative task, or
+the re-run of the batch after a driver restart, then gets REGISTER_MISMATCH from the broker
+and reports the journal as already written instead of appending again. The append and the
+register update commit together, so there is no window in which one happened without the
+other. Registers stay bounded: one label per (query, partition) per journal.
+
+Assumptions and limits are in ``docs/exactly-once.md``: the re-run of a batch must route the
+same rows to the same partition id; one task's rows for one journal go in one Append (it
+streams from disk, but holds the journal's other writers for that time); registers travel
+with every replicated transaction, so keep the partition count moderate.
+
+``transactional`` is not supported for streams (the registers already make the rows
+exactly-once for every reader).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping
+from typing import IO
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from pyspark_gazette.client import JournalClient
+from pyspark_gazette.errors import GazetteError, OptionError, RegisterMismatchError
+from pyspark_gazette.protocol import label_set, pb
+from pyspark_gazette.protocol.labels import LabelError, validate_label
+from pyspark_gazette.spark.encode import Framed
+from pyspark_gazette.spark.options import WriteOptions
+from pyspark_gazette.spark.writer import GazetteBatchWriter
+from pyspark_gazette.spark.writer_task import FAIL_ENV, WritePlan, WriteTask
+
+log = logging.getLogger(__name__)
+
+#: Options Spark hands to every streaming sink, for itself (compared lower-case).
+SPARK_SINK_KEYS = frozenset({"checkpointlocation"})
+#: Register names start with this.
+KEY_PREFIX = "gzsink/"
+#: How many batch ids after the current one the register check also refuses.
+FUTURE_WINDOW = 64
+#: Test hook: ``<phase>:<batch>:<dir>`` touches ``<dir>/<phase>-<batch>`` and then blocks
+#: forever when the sink reaches ``phase`` (``task-start`` / ``task-end`` in partition 0's
+#: task, ``commit-start`` / ``commit-end`` on the driver) of micro-batch ``batch``.
+HOLD_ENV = "PYSPARK_GAZETTE_TESTING_STREAM_HOLD"
+
+
+def stream_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """:class:`WriteOptions` of a stream: Spark's own sink options (the checkpoint) left out."""
+    return WriteOptions.parse({k: v for k, v in options.items() if k.lower() not in SPARK_SINK_KEYS})
+
+
+def register_key(query_id: str, partition: int) -> str:
+    """The register name of one (query, partition): a valid Gazette label name."""
+    key = f"{KEY_PREFIX}{query_id}/{partition}"
+    try:
+        validate_label(key, "0")
+    except LabelError:
+        digest = hashlib.sha256(query_id.encode()).hexdigest()[:40]
+        key = f"{KEY_PREFIX}{digest}/{partition}"
+    return key
+
+
+def register_guard(key: str, batch: int) -> tuple[pb.LabelSelector, pb.LabelSet]:
+    """(check_registers, union_registers) of an append of ``batch`` under ``key``."""
+    refused = [str(b) for b in range(batch, batch + FUTURE_WINDOW + 1)]
+    check = pb.LabelSelector(exclude=label_set({key: refused}))
+    return check, label_set({key: str(batch)})
+
+
+def testing_hold(phase: str, batch: int) -> None:
+    """The :data:`HOLD_ENV` test hook (a no-op unless the variable names this point)."""
+    spec = os.environ.get(HOLD_ENV)
+    if not spec:
+        return
+    want_phase, want_batch, folder = spec.split(":", 2)
+    if want_phase != phase or int(want_batch) != batch:
+        return
+    with open(os.path.join(folder, f"{phase}-{batch}"), "w") as f:
+        f.write(str(os.getpid()))
+    threading.Event().wait()  # until the test kills the process
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamCommitMessage(WriterCommitMessage):
+    """What one successful task attempt of a micro-batch did."""
+
+    partition: int
+    attempt: int
+    batch: int
+    #: ``(journal, begin, end)`` of the task's appends, one per journal.
+    spans: tuple[tuple[str, int, int], ...]
+    #: Journals this (query, batch, partition) had already written (found by its register).
+    skipped: tuple[str, ...]
+    rows: int
+    bytes: int
+
+
+class StreamWriteTask(WriteTask):
+    """One task attempt of one micro-batch: spool per journal, then one guarded Append each."""
+
+    def __init__(self, plan: WritePlan, partition: int, attempt: int, key: str, batch: int):
+        super().__init__(plan, partition, attempt)
+        self.key, self.batch = key, batch
+        self.spools: dict[str, IO[bytes]] = {}
+        self.skipped: list[str] = []
+
+    def run_stream(self, batches: Iterable[pa.RecordBatch]) -> list[tuple[str, int, int]]:
+        """Spool every batch, then append each journal's rows; return the spans written."""
+        self.client = JournalClient(self.opts.connection.client_config())
+        try:
+            for batch in batches:
+                self._batch(batch)
+            spans = [s for s in (self._commit(j) for j in sorted(self.spools)) if s is not None]
+        finally:
+            for f in self.spools.values():
+                f.close()
+            self.client.close()
+        if self.fail_after and self.rows >= self.fail_after:
+            raise RuntimeError(f"{FAIL_ENV}: injected failure after appending {self.rows} rows (first attempt)")
+        return spans
+
+    def _append(self, journal: str, content: Framed) -> None:
+        """Spool whole messages (the batch writer would send them to its AppendService)."""
+        data, _ = content
+        spool = self.spools.get(journal)
+        if spool is None:
+            spool = self.spools[journal] = tempfile.TemporaryFile(prefix="gazette-sink-")
+        spool.write(data)
+        self.bytes += len(data)
+
+    def _commit(self, journal: str) -> tuple[str, int, int] | None:
+        spool = self.spools[journal]
+        spool.seek(0)
+        check, union = register_guard(self.key, self.batch)
+        try:
+            frag = self.client.append(journal, spool, check_registers=check, union_registers=union)
+        except RegisterMismatchError as e:
+            have = sorted(lb.value for lb in e.registers.labels if lb.name == self.key) if e.registers else []
+            log.info(
+                "%s already holds batch %d of partition %d (%s=%s): not appending again",
+                journal,
+                self.batch,
+                self.partition,
+                self.key,
+                ",".join(have),
+            )
+            self.skipped.append(journal)
+            return None
+        return (journal, frag.begin, frag.end)
+
+
+class GazetteStreamWriter(DataSourceStreamArrowWriter):
+    """The exactly-once streaming sink; see the module docstring."""
+
+    def __init__(self, options: WriteOptions, schema: StructType, overwrite: bool):
+        if options.transactional:
+            raise OptionError(
+                "transactional", "is for batch writes; streaming writes are exactly-once through journal registers"
+            )
+        # The batch writer checks the schema and options and resolves the journal option.
+        self.plan = GazetteBatchWriter(options, schema, overwrite).plan
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"GazetteStreamWriter(journal={self.options.journal!r})"
+
+    # -- executors -------------------------------------------------------------------------
+
+    def write(self, iterator):  # type: ignore[no-untyped-def]  # Iterator[pa.RecordBatch]
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+        batch_text = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+        if ctx is None or not query or batch_text is None:
+            raise GazetteError("a streaming write task needs Spark's sql.streaming.queryId and streaming.sql.batchId")
+        partition, attempt, batch = ctx.partitionId(), ctx.attemptNumber(), int(batch_text)
+        if partition == 0:
+            testing_hold("task-start", batch)
+        task = StreamWriteTask(self.plan, partition, attempt, register_key(query, partition), batch)
+        spans = task.run_stream(iterator)
+        if partition == 0:
+            testing_hold("task-end", batch)
+        return StreamCommitMessage(partition, attempt, batch, tuple(spans), tuple(task.skipped), task.rows, task.bytes)
+
+    # -- driver ----------------------------------------------------------------------------
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        testing_hold("commit-start", batchId)
+        done = [m for m in messages if isinstance(m, StreamCommitMessage)]
+        log.info(
+            "gazette stream batch %d committed: %d rows, %d bytes appended in %d append(s) from %d task(s); "
+            "%d journal write(s) found already done",
+            batchId,
+            sum(m.rows for m in done),
+            sum(end - begin for m in done for _, begin, end in m.spans),
+            sum(len(m.spans) for m in done),
+            len(done),
+            sum(len(m.skipped) for m in done),
+        )
+        testing_hold("commit-end", batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        done = [m for m in messages if isinstance(m, StreamCommitMessage)]
+        log.warning(
+            "gazette stream batch %d aborted: %d append(s) of %d finished task(s) stay in the journals; "
+            "the batch's re-run will find them by their registers and not append them again",
+            batchId,
+            sum(len(m.spans) for m in done),
+            len(done),
+        )
