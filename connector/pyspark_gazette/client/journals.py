@@ -57,8 +57,30 @@ def to_selector(selector: str | pb.LabelSelector | None) -> pb.LabelSelector:
     return parse_selector(selector)
 
 
-def list_journals(conns: Connections, selector: str | pb.LabelSelector | None = None) -> list[JournalInfo]:
-    """All journals matching ``selector`` (label-selector syntax or a ``LabelSelector``)."""
+def list_journals(
+    conns: Connections, selector: str | pb.LabelSelector | None = None, *, attempts: int = 8
+) -> list[JournalInfo]:
+    """All journals matching ``selector`` (label-selector syntax or a ``LabelSelector``).
+
+    gRPC ``UNAVAILABLE`` (a broker restarting) is retried ``attempts`` times with the usual
+    backoff; other errors are raised.
+    """
+    import time
+
+    from pyspark_gazette.client.conn import backoff
+    from pyspark_gazette.errors import TransportError
+
+    for attempt in range(attempts):
+        try:
+            return _list_once(conns, selector)
+        except TransportError as e:
+            if e.code != "UNAVAILABLE" or attempt + 1 >= attempts:
+                raise
+            time.sleep(backoff(attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> list[JournalInfo]:
     request = pb.ListRequest(selector=to_selector(selector))
     out: list[JournalInfo] = []
     try:

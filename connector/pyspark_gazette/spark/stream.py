@@ -95,7 +95,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE
         # with the write head, which the reader keeps.
-        with client.reader(journal, -1, metadata_only=True, do_not_proxy=False) as r:
+        with client.retry_reader(journal, -1, metadata_only=True, do_not_proxy=False) as r:
             try:
                 r.read()
             except OffsetNotYetAvailableError:
