@@ -129,6 +129,20 @@ def test_transactional_is_refused(spark, broker, create_journal, tmp_path):
     assert "transactional" in str(e.value)
 
 
+def test_complete_output_mode_is_refused(spark, broker, create_journal, tmp_path):
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    create_journal("test/complete")
+    folder = tmp_path / "in"
+    write_inputs(folder, 1, 3)
+    counts = stream(spark, folder).groupBy("name").count()
+    with pytest.raises((PySparkException, Py4JJavaError)) as e:
+        q = sink(counts, broker, tmp_path / "ck", "test/complete").outputMode("complete")
+        q.trigger(availableNow=True).start().awaitTermination()
+    assert "append-only" in str(e.value)
+
+
 def test_register_key_is_a_label_name():
     from pyspark_gazette.protocol.labels import validate_label
     from pyspark_gazette.spark.stream_writer import FUTURE_WINDOW, register_guard, register_key

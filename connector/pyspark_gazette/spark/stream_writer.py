@@ -4,9 +4,9 @@ Rows are routed, framed and encoded exactly as by the batch writer
 (:mod:`pyspark_gazette.spark.writer`); what differs is how they reach the journal. A write
 task learns its query and micro-batch from Spark's task-local properties
 (``sql.streaming.queryId``, stable across restarts from one checkpoint, and
-``streaming.sql.batchId``) and spools each journal's encoded rows to a local temporary file.
-Once its input is exhausted it appends each journal's file in **one** Append RPC guarded by
-the journal's registers:
+``streaming.sql.batchId``) and spools each journal's encoded rows to a temporary file in
+Spark's local directory. Once its input is exhausted it appends each journal's file in
+**one** Append RPC guarded by the journal's registers:
 
 * the register name ``<key>`` is ``gzsink/<query id>/<partition id>`` (a valid label name;
   hashed if the query id were ever too long or unusual), its value the batch id;
@@ -70,6 +70,12 @@ HOLD_ENV = "PYSPARK_GAZETTE_TESTING_STREAM_HOLD"
 def stream_write_options(options: Mapping[str, str]) -> WriteOptions:
     """:class:`WriteOptions` of a stream: Spark's own sink options (the checkpoint) left out."""
     return WriteOptions.parse({k: v for k, v in options.items() if k.lower() not in SPARK_SINK_KEYS})
+
+
+def spool_dir() -> str | None:
+    """Spark's first local directory in an executor (``SPARK_LOCAL_DIRS``), else the default."""
+    dirs = [d for d in os.environ.get("SPARK_LOCAL_DIRS", "").split(",") if d and os.path.isdir(d)]
+    return dirs[0] if dirs else None
 
 
 def register_key(query_id: str, partition: int) -> str:
@@ -147,7 +153,7 @@ class StreamWriteTask(WriteTask):
         data, _ = content
         spool = self.spools.get(journal)
         if spool is None:
-            spool = self.spools[journal] = tempfile.TemporaryFile(prefix="gazette-sink-")
+            spool = self.spools[journal] = tempfile.TemporaryFile(prefix="gazette-sink-", dir=spool_dir())
         spool.write(data)
         self.bytes += len(data)
 
@@ -179,6 +185,11 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
         if options.transactional:
             raise OptionError(
                 "transactional", "is for batch writes; streaming writes are exactly-once through journal registers"
+            )
+        if overwrite:
+            raise GazetteError(
+                "Gazette journals are append-only: outputMode('complete') cannot replace their content; "
+                "use outputMode('append') or 'update'"
             )
         # The batch writer checks the schema and options and resolves the journal option.
         self.plan = GazetteBatchWriter(options, schema, overwrite).plan
