@@ -43,9 +43,10 @@ def sink(df, broker, checkpoint, journal, **options):
     w = (
         df.writeStream.format("gazette")
         .option("broker.address", broker.address)
-        .option("journal", journal)
         .option("checkpointLocation", str(checkpoint))
     )
+    if journal:
+        w = w.option("journal", journal)
     for k, v in options.items():
         w = w.option(k, v)
     return w
@@ -104,6 +105,20 @@ def test_rerun_of_the_last_batch_does_not_duplicate(spark, broker, client, creat
     assert (checkpoint / "commits" / "2").exists()
     assert len(client.read_all("test/rerun")) == size
     assert multiset(journal_rows(client, "test/rerun")) == multiset(expected)
+
+
+def test_journal_column_routes_rows_with_a_register_per_journal(spark, broker, client, create_journal, tmp_path):
+    create_journal("test/even")
+    create_journal("test/odd")
+    folder, checkpoint = tmp_path / "in", tmp_path / "ck"
+    expected = write_inputs(folder, 2, 30)
+    df = stream(spark, folder).selectExpr("*", "if(id % 2 = 0, 'test/even', 'test/odd') as journal")
+    q = sink(df, broker, checkpoint, None).trigger(availableNow=True).start()
+    q.awaitTermination()
+    for journal, parity in (("test/even", 0), ("test/odd", 1)):
+        rows = journal_rows(client, journal)
+        assert multiset(rows) == multiset([r for r in expected if r["id"] % 2 == parity])
+        assert registers(client, journal) == {(f"gzsink/{q.id}/0", "1")}
 
 
 def test_empty_batches_append_nothing(spark, broker, client, create_journal, tmp_path):
