@@ -31,3 +31,31 @@ def test_limits_are_honoured_and_every_waiting_journal_progresses(backlogs, limi
     if sum(backlogs.values()) > limit and limit >= 2 * len(waiting):
         assert sum(alloc.values()) <= limit
         assert all(alloc[j] > 0 for j in waiting)
+
+
+def test_stream_partitions_depend_only_on_offsets_not_fragment_layout():
+    from pyspark_gazette.fragments import FragmentRef
+    from pyspark_gazette.protocol import pb
+    from pyspark_gazette.spark.plan import Segment
+    from pyspark_gazette.spark.stream import aligned_partitions
+
+    def ref(b, e):
+        return FragmentRef("j/x/y", b, e, "0" * 40, pb.NONE, "file:///s/", 1)
+
+    # The same range [100, 1000) as one local tail, then as persisted fragments plus a tail.
+    before = [Segment("j/x/y", 100, 1000, None)]
+    after = [
+        Segment("j/x/y", 100, 450, ref(0, 450), boundary=False),
+        Segment("j/x/y", 450, 800, ref(450, 800)),
+        Segment("j/x/y", 800, 1000, None),
+    ]
+    a = aligned_partitions("j/x/y", "ndjson", 100, 1000, before, 256, 3)
+    b = aligned_partitions("j/x/y", "ndjson", 100, 1000, after, 256, 3)
+    assert [p.index for p in a] == [p.index for p in b] == [3, 4, 5, 6]
+
+    def span(p):
+        return (p.segments[0].begin, p.segments[-1].end)
+
+    assert [span(p) for p in a] == [span(p) for p in b] == [(100, 256), (256, 512), (512, 768), (768, 1000)]
+    # protobuf-fixed is never split inside a journal's range.
+    assert len(aligned_partitions("j/x/y", "protobuf-fixed", 100, 1000, after, 256, 0)) == 1

@@ -65,6 +65,40 @@ def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
     return alloc
 
 
+def aligned_partitions(
+    journal: str, framing: str, start: int, end: int, segs: list, size: int, first_index: int
+) -> list:
+    """Partitions of ``[start, end)`` cut at absolute multiples of ``size``, one per chunk.
+
+    They depend only on the offsets, never on the fragment layout (which changes as fragments
+    are persisted): a micro-batch re-run after a crash gets the same partitions with the same
+    rows, which the exactly-once sink relies on (its registers are per partition). A chunk with
+    no content left (skipped data loss) is still a partition, so the indices stay stable.
+    """
+    import dataclasses
+
+    from pyspark_gazette.spark.journals import TEXT_FRAMINGS
+    from pyspark_gazette.spark.plan import GazettePartition, _merge_broker_runs
+
+    if framing not in TEXT_FRAMINGS:
+        size = max(size, end - start)  # not split: only text framings resume inside a message
+        chunk = start
+    else:
+        chunk = (start // size) * size
+    out: list[GazettePartition] = []
+    while chunk < end:
+        lo, hi = max(start, chunk), min(end, chunk + size)
+        pieces = []
+        for seg in segs:
+            b, e = max(seg.begin, lo), min(seg.end, hi)
+            if b < e:
+                boundary = seg.boundary if b == seg.begin else False
+                pieces.append(dataclasses.replace(seg, begin=b, end=e, boundary=boundary))
+        out.append(GazettePartition(first_index + len(out), journal, framing, tuple(_merge_broker_runs(pieces))))
+        chunk += size
+    return out
+
+
 class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch stream of journals; see the module docstring."""
 
@@ -175,7 +209,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return dict(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        from pyspark_gazette.spark.plan import GazettePartition, partition, segments, take_snapshot
+        from pyspark_gazette.spark.plan import GazettePartition, segments, take_snapshot
 
         parts: list[GazettePartition] = []
         with self._client() as client:
@@ -198,7 +232,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     self._lost(journal, s, e, "the journal was deleted")
                     continue
                 segs = segments(snap, s, e, self.opts)
-                parts.extend(partition(snap, segs, self.opts, len(parts)))
+                parts.extend(
+                    aligned_partitions(snap.name, snap.framing, s, e, segs, self.opts.max_partition_bytes, len(parts))
+                )
         return parts
 
     def _lost(self, journal: str, begin: int, end: int, why: str) -> None:
