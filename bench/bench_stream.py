@@ -176,7 +176,8 @@ def main() -> int:
                 f"(2) catch-up of {mb:.0f} MB: stream {min(t_stream):.2f}s ({mb / min(t_stream):.0f} MB/s), "
                 f"batch {min(t_batch):.2f}s ({mb / min(t_batch):.0f} MB/s); ratio {ratio:.2f} "
                 f"(goal >= 0.9: {'met' if ratio >= 0.9 else 'MISSED'})  "
-                f"[stream {', '.join(f'{x:.2f}' for x in t_stream)}; batch {', '.join(f'{x:.2f}' for x in t_batch)}]"
+                f"[stream {', '.join(f'{x:.2f}' for x in t_stream)}; batch {', '.join(f'{x:.2f}' for x in t_batch)}]",
+                flush=True,
             )
             spark.stop()
             client.close()
