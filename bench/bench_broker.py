@@ -42,30 +42,15 @@ import time
 import grpc
 from google.protobuf import duration_pb2
 
+from pyspark_gazette.broker.main import spawn_broker
 from pyspark_gazette.protocol import pb, pb_grpc
 
 MiB = 1 << 20
 
 
 def start_broker(data_dir: str, file_root: str):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pyspark_gazette.broker",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            data_dir,
-            "--file-root",
-            file_root,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    m = re.match(r"gazette broker listening on http://(\S+) ", proc.stdout.readline())
-    assert m, "broker did not start"
-    return proc, m.group(1)
+    proc, address = spawn_broker(data_dir, file_root)
+    return proc, address.removeprefix("http://")
 
 
 def transport_server() -> None:

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,19 +31,6 @@ WARMUP_TEMPLATE = (
     '{"replication": 1, "labels": [{"name": "content-type", "value": "application/x-ndjson"}], '
     '"fragment": {"length": 1048576, "compression_codec": "NONE"}}'
 )
-
-
-def start_broker(data_dir: str, file_root: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pyspark_gazette.broker", "--listen", "127.0.0.1:0"]
-        + ["--data-dir", data_dir, "--file-root", file_root],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    m = re.match(r"gazette broker listening on (http://\S+) ", proc.stdout.readline())
-    assert m, "broker did not start"
-    return proc, m.group(1)
 
 
 def click_events(spark, rows: int, partitions: int):
@@ -102,11 +87,12 @@ def main() -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    from pyspark_gazette.broker.main import spawn_broker
     from pyspark_gazette.client import Change, JournalClient
     from pyspark_gazette.protocol import label_set, pb
 
     tmp = tempfile.mkdtemp(prefix="bench-write-")
-    broker, address = start_broker(os.path.join(tmp, "broker"), os.path.join(tmp, "store"))
+    broker, address = spawn_broker(os.path.join(tmp, "broker"), os.path.join(tmp, "store"))
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")

@@ -8,43 +8,23 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 
 import grpc
 import pytest
 from google.protobuf import duration_pb2
 
+from pyspark_gazette.broker.main import spawn_broker
 from pyspark_gazette.broker.spool import spool_paths
 from pyspark_gazette.protocol import label_set, pb, pb_grpc, sha1sum_to_hex
-
-LINE = re.compile(r"^gazette broker listening on http://([\d.]+:\d+) \(data dir .*, file root .*\)$")
 
 
 class BrokerProcess:
     """``python -m pyspark_gazette.broker`` as a child process."""
 
     def __init__(self, data_dir: str, file_root: str):
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pyspark_gazette.broker",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-                data_dir,
-                "--file-root",
-                file_root,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        line = self.proc.stdout.readline().strip()  # printed (flushed) once the broker serves
-        m = LINE.match(line)
-        assert m, (line, self.proc.stderr.read() if self.proc.poll() is not None else "")
-        self.target = m.group(1)
+        self.proc, address = spawn_broker(data_dir, file_root, stderr=subprocess.PIPE)
+        self.target = address.removeprefix("http://")
         self.channel = grpc.insecure_channel(self.target)
         self.stub = pb_grpc.JournalStub(self.channel)
 

@@ -5,12 +5,38 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import signal
+import subprocess
 import sys
 import threading
 
 from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE
 from pyspark_gazette.broker.embedded import EmbeddedBroker
+
+#: The line the broker prints (flushed) once it serves; group 1 is its address.
+LISTENING = re.compile(r"^gazette broker listening on (http://\S+) \(data dir .*, file root .*\)$")
+
+
+def spawn_broker(data_dir: str, file_root: str | None = None, *, stderr=None) -> tuple[subprocess.Popen, str]:
+    """Start ``python -m pyspark_gazette.broker`` as a child process on a free loopback port.
+
+    Returns the process (its stdout is a text pipe) and the broker's ``http://host:port``
+    address, once the broker serves. For tests, benchmarks and notebooks that need the broker in
+    a process of its own (to kill it, or to keep it off the caller's GIL).
+    """
+    argv = [sys.executable, "-m", "pyspark_gazette.broker", "--listen", "127.0.0.1:0", "--data-dir", data_dir]
+    if file_root is not None:
+        argv += ["--file-root", file_root]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    m = LISTENING.match(line)
+    if m is None:
+        proc.kill()
+        err = proc.stderr.read() if proc.stderr is not None else ""
+        raise RuntimeError(f"the broker did not start: {line!r} {err}")
+    return proc, m.group(1)
 
 
 def build_parser(prog: str = "python -m pyspark_gazette.broker") -> argparse.ArgumentParser:
