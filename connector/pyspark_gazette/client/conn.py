@@ -209,19 +209,23 @@ class Connections:
 
     # -- retries -----------------------------------------------------------------------------
 
-    def unary(
-        self, what: str, fn: Callable[..., _T], request: Any, *, endpoint: str | None = None, attempts: int = 8
-    ) -> _T:
-        """Call a unary RPC, retrying ``UNAVAILABLE`` with :func:`backoff`; other errors are
-        translated and raised at once."""
+    def unary(self, what: str, fn: Callable[..., _T], request: Any, *, attempts: int = 8) -> _T:
+        """Call a unary RPC with :meth:`retry_unavailable`."""
+        return self.retry_unavailable(what, lambda: fn(request, **self.call_kwargs()), attempts=attempts)
+
+    def retry_unavailable(self, what: str, call: Callable[[], _T], *, attempts: int = 8) -> _T:
+        """Run ``call``, retrying gRPC ``UNAVAILABLE`` (a broker restarting) up to ``attempts``
+        times with :func:`backoff`; gRPC errors are translated, other errors raised at once."""
         attempt = 0
         while True:
             try:
-                return fn(request, **self.call_kwargs())
-            except grpc.RpcError as e:
-                err = translate_rpc_error(e, what)
-                if not (isinstance(err, TransportError) and err.code == "UNAVAILABLE") or attempt + 1 >= attempts:
-                    raise err from e
+                try:
+                    return call()
+                except grpc.RpcError as e:
+                    raise translate_rpc_error(e, what) from e
+            except TransportError as err:
+                if err.code != "UNAVAILABLE" or attempt + 1 >= attempts:
+                    raise
                 log.debug("%s: %s; retrying", what, err)
                 time.sleep(backoff(attempt))
                 attempt += 1

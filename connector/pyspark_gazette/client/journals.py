@@ -65,19 +65,7 @@ def list_journals(
     gRPC ``UNAVAILABLE`` (a broker restarting) is retried ``attempts`` times with the usual
     backoff; other errors are raised.
     """
-    import time
-
-    from pyspark_gazette.client.conn import backoff
-    from pyspark_gazette.errors import TransportError
-
-    for attempt in range(attempts):
-        try:
-            return _list_once(conns, selector)
-        except TransportError as e:
-            if e.code != "UNAVAILABLE" or attempt + 1 >= attempts:
-                raise
-            time.sleep(backoff(attempt))
-    raise AssertionError("unreachable")  # pragma: no cover
+    return conns.retry_unavailable("List", lambda: _list_once(conns, selector), attempts=attempts)
 
 
 def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> list[JournalInfo]:

@@ -314,17 +314,13 @@ class RetryReader:
         while True:
             try:
                 data = self.reader.read(max_bytes)
-            except OffsetJumpError:
-                raise
-            except CancelledError:
-                raise
-            except SuspendedError:
+            except (OffsetJumpError, CancelledError, SuspendedError):
                 raise
             except OffsetNotYetAvailableError:
-                if not self.reader.request.block:
-                    self._restart_after_error()
-                    raise
+                # Either way a fresh reader is left behind at the same offset.
                 self._restart()
+                if not self.reader.request.block:
+                    raise
                 continue
             except JournalNotFoundError:
                 if self.attempt >= 3:
@@ -345,18 +341,11 @@ class RetryReader:
                 return data
             # The stream ended.
             end = self.reader.request.end_offset
-            if end and self.reader.offset >= end:
-                self.eof = True
-                return b""
-            if self.reader.request.metadata_only:
+            if (end and self.reader.offset >= end) or self.reader.request.metadata_only:
                 self.eof = True
                 return b""
             self.attempt = -1  # a healthy stream closed: retry at once
             self._wait_and_restart(log_it=False)
-
-    def _restart_after_error(self) -> None:
-        # Leave a fresh reader behind so a later read() starts over from the same offset.
-        self._restart()
 
     def _wait_and_restart(self, *, log_it: bool, err: Exception | None = None) -> None:
         delay = backoff(self.attempt)
