@@ -48,7 +48,7 @@ class OutputBuilder:
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.untyped = is_untyped(schema)
         if self.untyped:
-            self.metadata = [n for n in schema.names[3:]]
+            self.metadata = list(schema.names[3:])
             self.text = pa.types.is_string(self.arrow_schema.field("value").type) or pa.types.is_large_string(
                 self.arrow_schema.field("value").type
             )

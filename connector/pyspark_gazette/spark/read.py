@@ -30,7 +30,6 @@ from pyspark_gazette.client import Connections, RetryReader
 from pyspark_gazette.errors import (
     FragmentError,
     FramingError,
-    GazetteError,
     OffsetJumpError,
     OffsetNotYetAvailableError,
     StoreError,
@@ -245,5 +244,3 @@ def partition_messages(part: GazettePartition, opts: ReadOptions) -> Iterator[Me
             log.warning(
                 "journal %r: skipping offsets [%d, %d) (failOnDataLoss=false): %s", seg.journal, done, seg.end, e
             )
-        except GazetteError:
-            raise

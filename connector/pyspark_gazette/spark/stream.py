@@ -138,12 +138,13 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @staticmethod
     def _earliest(client, journal: str) -> int:
-        frags = client.list_fragments(journal, page_limit=1)
-        return frags[0].spec.begin if frags else 0
+        from pyspark_gazette.client.journals import iter_fragments
 
-    def _heads(self) -> dict[str, int]:
-        with self._client() as client:
-            return {info.name: self._write_head(client, info.name) for info in self._journals(client)}
+        first = next(iter(iter_fragments(client.conns, journal, page_limit=1)), None)  # one page, one RPC
+        return first.spec.begin if first is not None else 0
+
+    def _heads(self, client) -> dict[str, int]:
+        return {info.name: self._write_head(client, info.name) for info in self._journals(client)}
 
     # -- DataSourceStreamReader ---------------------------------------------------------------
 
@@ -169,16 +170,17 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._heads()
+        with self._client() as client:
+            self._target = self._heads(client)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        heads = self._heads()
-        if self._target is not None:
-            heads = {j: min(h, self._target[j]) for j, h in heads.items() if j in self._target}
-        self._latest = heads
         end = dict(start)
         backlogs: dict[str, int] = {}
         with self._client() as client:
+            heads = self._heads(client)
+            if self._target is not None:
+                heads = {j: min(h, self._target[j]) for j, h in heads.items() if j in self._target}
+            self._latest = heads
             for journal, head in heads.items():
                 if journal not in start:
                     # A journal that appeared after the query started: read it from its start.
