@@ -75,7 +75,7 @@ class OutputBuilder:
         n = len(msgs.offsets)
         if n == 0:
             return None
-        journal_col = pa.array([journal], pa.string()).take(pa.array([0] * n, pa.int32()))
+        journal_col = pa.repeat(pa.scalar(journal, pa.string()), n)
         meta = metadata_columns(msgs, self.metadata, self.framing, self.opts.uuid_pointer) if self.metadata else {}
         if self.typed_decoder is not None:
             meta["journal"] = journal_col
