@@ -11,7 +11,10 @@ Names follow Spark's Kafka source where the meaning is the same (``startingOffse
 
 Values may also come from the environment: ``PYSPARK_GAZETTE_<KEY>`` with the key upper-cased
 and dots as underscores (``PYSPARK_GAZETTE_BROKER_ADDRESS``), and ``broker.address`` also falls
-back to ``BROKER_ADDRESS`` as Gazette's own tools do. Explicit options win over the environment.
+back to ``BROKER_ADDRESS`` as Gazette's own tools do. Lowest of all comes the options file named
+by ``PYSPARK_GAZETTE_CONF`` (:mod:`~pyspark_gazette.spark.conf_file`): explicit options win over
+the environment, which wins over the file. Keys of the file that do not apply to a query's scope
+are ignored (one file serves reads and writes alike).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.spark.conf_file import options_from_file
 
 READ, STREAM, WRITE = "read", "stream", "write"
 ALL = frozenset({READ, STREAM, WRITE})
@@ -406,6 +410,20 @@ def env_name(key: str) -> str:
     return ENV_PREFIX + key.upper().replace(".", "_")
 
 
+def _value(opt: Option, raw: str) -> Any:
+    """``raw`` converted to ``opt``'s type (an :class:`OptionError` naming it when it does not fit)."""
+    if opt.kind == "enum":
+        match = [c for c in opt.choices if c.lower() == raw.strip().lower()]
+        if not match:
+            raise OptionError(opt.key, f"expected one of {', '.join(opt.choices)}, got {raw!r}")
+        return match[0]
+    if opt.kind in _PARSERS:
+        return _PARSERS[opt.kind](opt.key, raw)
+    if not raw.strip():
+        raise OptionError(opt.key, "must not be empty")
+    return raw.strip()
+
+
 def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Validate ``options`` for ``scope`` and return ``{canonical key: typed value}`` with defaults.
 
@@ -413,6 +431,7 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
     """
     env = os.environ if env is None else env
     given = {str(k).lower(): v for k, v in options.items() if v is not None}
+    in_file = options_from_file(env, {k: o.key for k, o in _BY_KEY.items()})
     out: dict[str, Any] = {}
     for key in given:
         if key in _SPARK_KEYS:
@@ -433,21 +452,19 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
                 if env.get(name):
                     raw = env[name]
                     break
+        from_file = None
+        if raw is None and opt.key.lower() in in_file:
+            from_file = in_file[opt.key.lower()]
+            raw = from_file.value
         if raw is None:
             out[opt.key] = opt.default
             continue
-        raw = str(raw)
-        if opt.kind == "enum":
-            match = [c for c in opt.choices if c.lower() == raw.strip().lower()]
-            if not match:
-                raise OptionError(opt.key, f"expected one of {', '.join(opt.choices)}, got {raw!r}")
-            out[opt.key] = match[0]
-        elif opt.kind in _PARSERS:
-            out[opt.key] = _PARSERS[opt.kind](opt.key, raw)
-        else:
-            if not raw.strip():
-                raise OptionError(opt.key, "must not be empty")
-            out[opt.key] = raw.strip()
+        try:
+            out[opt.key] = _value(opt, str(raw))
+        except OptionError as e:
+            if from_file is None:
+                raise
+            raise OptionError(opt.key, f"{from_file.where}: {str(e).removeprefix(f'option {opt.key!r}: ')}") from None
     if given.get("path") and scope in READS:
         if out.get("journals") or out.get("selector"):
             raise OptionError("path", "give journals either as the load() path or as the journals/selector option")
