@@ -24,6 +24,7 @@ import grpc
 
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import apply_registers
+from pyspark_gazette.broker.specs import SpecError, validate_journal_name
 from pyspark_gazette.protocol import pb, sha1sum_from_digest
 from pyspark_gazette.protocol.labels import validate_label_set, validate_selector
 
@@ -141,6 +142,10 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first AppendRequest must name the journal")
     if req.offset < 0:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid append offset {req.offset}")
+    try:
+        validate_journal_name(req.journal.split(";", 1)[0])
+    except SpecError as e:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"journal: {e}")
     try:
         if req.HasField("check_registers"):
             validate_selector(req.check_registers)

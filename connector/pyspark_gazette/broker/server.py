@@ -16,7 +16,7 @@ import grpc
 from pyspark_gazette.broker import appender
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal
-from pyspark_gazette.broker.specs import SpecError, validate_apply
+from pyspark_gazette.broker.specs import SpecError, validate_apply, validate_journal_name
 from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments import FragmentRef, open_decompressor, parse_store_url
 from pyspark_gazette.protocol import MAX_READ_CHUNK, pb, pb_grpc
@@ -33,6 +33,18 @@ FULL = pb.JournalSpec.Suspend.FULL
 def journal_name(text: str) -> str:
     """Strip a ``;meta`` suffix (ignored for resolution)."""
     return text.split(";", 1)[0]
+
+
+def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
+    """Abort with INVALID_ARGUMENT unless ``name`` (``;meta`` stripped) is a valid journal name.
+
+    Gazette validates the journal of Read, Append and ListFragments requests before resolving
+    it (a malformed name is a request error, not JOURNAL_NOT_FOUND).
+    """
+    try:
+        validate_journal_name(journal_name(name))
+    except SpecError as e:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"journal: {e}")
 
 
 class JournalServicer(pb_grpc.JournalServicer):
@@ -127,10 +139,13 @@ class JournalServicer(pb_grpc.JournalServicer):
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[pb.ReadResponse]:
         if request.offset < -1:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid offset {request.offset} (expected >= -1)")
-        if request.end_offset and request.offset != -1 and request.end_offset < request.offset:
+        if request.end_offset < 0 or (
+            request.end_offset and request.offset != -1 and request.end_offset < request.offset
+        ):
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"invalid end_offset {request.end_offset} (< offset {request.offset})"
             )
+        check_journal_field(request.journal, context)
         journal, status = self._resolve(request.journal)
         if journal is not None and status == pb.OK and not journal.readable:
             status = pb.NOT_ALLOWED
@@ -236,6 +251,9 @@ class JournalServicer(pb_grpc.JournalServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid next_page_token {request.next_page_token}")
         if request.end_mod_time and request.end_mod_time < request.begin_mod_time:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid end_mod_time (< begin_mod_time)")
+        if request.HasField("signatureTTL") and (request.signatureTTL.seconds, request.signatureTTL.nanos) <= (0, 0):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid signatureTTL (must be > 0s)")
+        check_journal_field(request.journal, context)
         journal, status = self._resolve(request.journal)
         if journal is None or status != pb.OK:
             return pb.FragmentsResponse(status=status, header=self.headers.header())
