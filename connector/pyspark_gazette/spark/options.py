@@ -187,7 +187,8 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Apply Gazette's read-committed sequencer: drop uncommitted and "
         "rolled-back transactional messages and duplicates, and hide ACK messages. Each journal is then "
-        "read by one task, in order.",
+        "read by one task, in order. Streams emit a transaction in the micro-batch holding its ACK (see "
+        "`readCommittedLookbackBytes`).",
         scopes=READS,
     ),
     # -- planning ----------------------------------------------------------------------------
@@ -289,6 +290,17 @@ OPTIONS: tuple[Option, ...] = (
         "Longest wait for `minBytesPerTrigger`.",
         scopes=frozenset({STREAM}),
         example="5m",
+    ),
+    Option(
+        "readCommittedLookbackBytes",
+        "bytes",
+        64 << 20,
+        "With `readCommitted`: how far before a micro-batch's start each task re-reads (without "
+        "emitting) to rebuild the sequencer's state. A transaction that began further back loses its "
+        "messages before that point (a warning names the journal and producer); set it above the longest "
+        "transaction, in journal bytes.",
+        scopes=frozenset({STREAM}),
+        example="256m",
     ),
     # -- writing -----------------------------------------------------------------------------
     Option(
@@ -575,6 +587,7 @@ class ReadOptions:
     max_bytes_per_trigger: int | None = None
     min_bytes_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
+    read_committed_lookback: int = 64 << 20
 
     @classmethod
     def parse(
@@ -649,6 +662,7 @@ class ReadOptions:
             max_bytes_per_trigger=max_bytes,
             min_bytes_per_trigger=v.get("minBytesPerTrigger"),
             max_trigger_delay=v.get("maxTriggerDelay") or 900.0,
+            read_committed_lookback=v.get("readCommittedLookbackBytes") or option("readCommittedLookbackBytes").default,
         )
 
 
