@@ -16,17 +16,22 @@ with a deadline (a wait on an event, not polling).
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import NoReturn
 
 import grpc
 
 from pyspark_gazette.broker.core import BrokerCore
-from pyspark_gazette.broker.journal import apply_registers
+from pyspark_gazette.broker.journal import Journal, apply_registers
 from pyspark_gazette.broker.specs import SpecError, validate_journal_name
 from pyspark_gazette.protocol import pb, sha1sum_from_digest
 from pyspark_gazette.protocol.labels import validate_label_set, validate_selector
+
+log = logging.getLogger(__name__)
 
 RATE_ERROR = "client stream didn't sustain the minimum append data rate"
 INITIAL_CREDIT_SECONDS = 1.0
@@ -120,15 +125,33 @@ def _is_content_only(req: pb.AppendRequest) -> bool:
     )
 
 
-def serve_append(core: BrokerCore, request_iterator, context: grpc.ServicerContext) -> pb.AppendResponse:
+def _rate_abort(core: BrokerCore, journal: str, received: int, context: grpc.ServicerContext) -> NoReturn:
+    """Roll back (by the caller's ``finally``) and fail an append below the minimum rate."""
+    core.rate_aborts += 1
+    log.warning("append to %r rolled back after %d bytes: %s", journal, received, RATE_ERROR)
+    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_ERROR)
+    raise AssertionError("context.abort returned")  # for type checkers: abort raises
+
+
+def serve_append(
+    core: BrokerCore,
+    request_iterator,
+    context: grpc.ServicerContext,
+    *,
+    covers: Callable[[Journal], bool] | None = None,
+) -> pb.AppendResponse:
+    """Serve one Append; ``covers`` (auth) says whether the caller's token covers a journal,
+    one it does not is answered JOURNAL_NOT_FOUND, as one that does not exist."""
     source = RequestSource(request_iterator)
     try:
-        return _serve(core, source, context)
+        return _serve(core, source, context, covers)
     finally:
         source.close()
 
 
-def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContext) -> pb.AppendResponse:
+def _serve(
+    core: BrokerCore, source: RequestSource, context: grpc.ServicerContext, covers: Callable[[Journal], bool] | None
+) -> pb.AppendResponse:
     headers = core.headers
     first = source.get(None)
     if first is _EOF:
@@ -156,7 +179,7 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"registers: {e}")
     name = req.journal.split(";", 1)[0]
     journal = core.journal(name)
-    if journal is None:
+    if journal is None or (covers is not None and not covers(journal)):
         return pb.AppendResponse(status=pb.JOURNAL_NOT_FOUND, header=headers.header())
     suspended = journal.spec.HasField("suspend") and journal.spec.suspend.level != NONE
     if suspended and journal.spec.suspend.level == FULL and req.suspend != pb.AppendRequest.SUSPEND_RESUME:
@@ -203,7 +226,7 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
                 try:
                     msg = source.get(deadline)
                 except _Timeout:
-                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_ERROR)
+                    _rate_abort(core, name, received, context)
                 if msg is _EOF:
                     context.abort(grpc.StatusCode.ABORTED, "append stream ended without a commit message (rolled back)")
                 if isinstance(msg, BaseException):
@@ -232,7 +255,7 @@ def _serve(core: BrokerCore, source: RequestSource, context: grpc.ServicerContex
             end = spool.seq_end
             done = True
         except _Timeout:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_ERROR)
+            _rate_abort(core, name, received, context)
         finally:
             if not done:
                 spool.rollback(begin, sha_state)

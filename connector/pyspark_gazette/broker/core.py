@@ -52,6 +52,7 @@ class BrokerCore:
         os.makedirs(self.journals_dir, exist_ok=True)
         self.file_root = file_root
         self.min_append_rate = min_append_rate
+        self.rate_aborts = 0  # appends rolled back for falling below min_append_rate
         self.registry = SpecRegistry(self.data_dir)
         self.headers = HeaderFactory(self.registry.state, suffix)
         self.stores = Stores(file_root, storage_options)

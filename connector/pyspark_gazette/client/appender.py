@@ -174,6 +174,15 @@ class Appender:
             raise translate_rpc_error(e, f"Append to {self.journal!r}") from e
 
 
+#: The broker's text when it aborts an appender below its minimum rate (facts sheet 3.2).
+RATE_ABORT_TEXT = "didn't sustain the minimum append data rate"
+
+
+def rate_aborted(e: TransportError) -> bool:
+    """Whether the broker rolled this append back for falling below its minimum append rate."""
+    return e.code in ("RESOURCE_EXHAUSTED", "UNKNOWN") and RATE_ABORT_TEXT in e.details
+
+
 _RETRIED_APPEND = (NotJournalPrimaryBrokerError, NoJournalPrimaryBrokerError, InsufficientJournalBrokersError)
 
 
@@ -188,9 +197,11 @@ def append(
     """Append ``content`` atomically and return the commit fragment.
 
     Retried with backoff, like Gazette's ``client.Append``: gRPC ``UNAVAILABLE``,
-    NOT_JOURNAL_PRIMARY_BROKER, NO_JOURNAL_PRIMARY_BROKER and INSUFFICIENT_JOURNAL_BROKERS.
-    Every other error is raised. A retry after ``UNAVAILABLE`` can repeat an append whose
-    response was lost; use registers or an explicit ``offset`` where that matters.
+    NOT_JOURNAL_PRIMARY_BROKER, NO_JOURNAL_PRIMARY_BROKER and INSUFFICIENT_JOURNAL_BROKERS;
+    also (unlike Go's one-shot helper, like its AppendService) the broker's abort of an append
+    that fell below its minimum rate, which the broker rolled back, so the retry cannot
+    duplicate content. Every other error is raised. A retry after ``UNAVAILABLE`` can repeat an
+    append whose response was lost; use registers or an explicit ``offset`` where that matters.
     ``content`` may be bytes or a seekable binary file (re-read from its start on retry).
     """
     attempt = 0
@@ -207,7 +218,7 @@ def append(
             return app.close()
         except _RETRIED_APPEND + (TransportError,) as e:
             app.abort()
-            if isinstance(e, TransportError) and e.code != "UNAVAILABLE":
+            if isinstance(e, TransportError) and not (e.code == "UNAVAILABLE" or rate_aborted(e)):
                 raise
             if max_attempts is not None and attempt + 1 >= max_attempts:
                 raise
