@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-unit lint format protocol protocol-check bench clean
+.PHONY: help quickstart test test-unit lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -41,6 +41,16 @@ protocol: $(STAMP)  ## regenerate the protocol stubs from protocol.proto
 protocol-check: $(STAMP)  ## fail if the stubs drift from the .proto or from Gazette's wire facts
 	$(PY) tools/gen_protocol.py --check
 	$(PY) ../shared/tools/check_protocol_descriptors.py
+
+docs-gen: $(STAMP)  ## regenerate docs/options.md and the CLI reference from the code
+	$(PY) tools/gen_docs.py
+
+docs: $(STAMP)  ## build the MkDocs site into site/ (strict: warnings fail); checks generated pages
+	$(PY) tools/gen_docs.py --check
+	$(PY) -m mkdocs build --strict -d site
+
+docs-serve: $(STAMP)  ## serve the docs with live reload on http://127.0.0.1:8000
+	$(PY) -m mkdocs serve
 
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .gazette
