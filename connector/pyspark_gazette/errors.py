@@ -226,6 +226,12 @@ class AuthError(GazetteError):
     """A token is missing, malformed, expired or does not grant the capability."""
 
 
+class AuthRefusedError(TransportError, AuthError):
+    """A broker refused a call's bearer token: gRPC ``UNAUTHENTICATED`` (no token, or a bad,
+    expired or not-yet-valid one) or ``PERMISSION_DENIED`` (the token lacks the RPC's capability,
+    or, for Apply, does not cover the journal). Never retried; the token is never quoted."""
+
+
 # --------------------------------------------------------------------------------------------
 # Input validation.
 

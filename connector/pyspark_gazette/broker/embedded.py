@@ -6,18 +6,24 @@ Usage::
         channel = grpc.insecure_channel(broker.target)
         ...  # any Gazette client, pointed at broker.address
 
-It binds loopback by default; ``port=0`` picks a free port, readable from :attr:`port` and
-:attr:`address` once started.
+It binds loopback (127.0.0.1) by default, so only this machine can reach it, and says so in its
+log; pass ``host="0.0.0.0"`` (and ``auth_keys``) to serve other hosts. ``port=0`` picks a free
+port, readable from :attr:`port` and :attr:`address` once started. With ``auth_keys`` every RPC
+needs a bearer token (:mod:`pyspark_gazette.broker.auth`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import socket
 from concurrent import futures
 from typing import Any
 
 import grpc
 
+from pyspark_gazette.broker.auth import KeySet
+from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE, BrokerCore
 from pyspark_gazette.broker.headers import new_process_suffix
 from pyspark_gazette.broker.server import JournalServicer
@@ -34,7 +40,8 @@ class EmbeddedBroker:
     """A single-node Gazette broker serving ``protocol.Journal`` over gRPC.
 
     :param data_dir: where spools, commit logs and journal specs live (created if missing).
-    :param host: interface to bind; loopback unless you mean otherwise.
+    :param host: interface to bind; loopback unless you mean otherwise. A wildcard (``0.0.0.0``,
+        ``::``) serves every interface and advertises ``advertise_host`` instead.
     :param port: TCP port, 0 for any free port.
     :param file_root: directory that ``file:///`` store URLs are rooted at.
     :param storage_options: extra fsspec/s3fs options for the fragment stores.
@@ -44,6 +51,10 @@ class EmbeddedBroker:
     :param max_workers: gRPC worker threads (each blocking Read or List watch holds one).
     :param max_receive_message_size: largest request message accepted.
     :param persist_timeout: seconds :meth:`stop` waits for spools to be persisted.
+    :param auth_keys: require bearer tokens signed with these keys (Gazette's ``--auth-keys``
+        form: base64, separated by whitespace or commas; or a :class:`KeySet`). None: no auth.
+    :param advertise_host: the host put in :attr:`address` and response headers' routes; by
+        default the bound host, or this machine's host name when bound to a wildcard address.
     """
 
     def __init__(
@@ -59,6 +70,8 @@ class EmbeddedBroker:
         max_workers: int = DEFAULT_MAX_WORKERS,
         max_receive_message_size: int = DEFAULT_MAX_RECEIVE,
         persist_timeout: float = 30.0,
+        auth_keys: str | KeySet | None = None,
+        advertise_host: str | None = None,
     ):
         self.data_dir = data_dir
         self.host = host
@@ -70,16 +83,20 @@ class EmbeddedBroker:
         self.max_workers = max_workers
         self.max_receive_message_size = max_receive_message_size
         self.persist_timeout = persist_timeout
+        self.auth_keys = KeySet.parse(auth_keys) if isinstance(auth_keys, str) else auth_keys
+        self.advertise_host = advertise_host or (socket.gethostname() if is_wildcard(host) else host)
         self.port: int | None = None
         self.core: BrokerCore | None = None
         self._server: grpc.Server | None = None
+        self._authorizer: Authorizer | None = None
 
     @property
     def address(self) -> str:
-        """``http://host:port``, the broker's endpoint as Gazette clients name it."""
+        """``http://host:port``, the broker's endpoint as Gazette clients name it (the advertised
+        host, never a wildcard address)."""
         if self.port is None:
             raise RuntimeError("the broker is not started")
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        host = f"[{self.advertise_host}]" if ":" in self.advertise_host else self.advertise_host
         return f"http://{host}:{self.port}"
 
     @property
@@ -105,7 +122,8 @@ class EmbeddedBroker:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_JournalServicer_to_server(JournalServicer(core), server)
+        authorizer = Authorizer(self.auth_keys)
+        pb_grpc.add_JournalServicer_to_server(JournalServicer(core, authorizer), server)
         host = f"[{self.host}]" if ":" in self.host else self.host
         try:
             port = server.add_insecure_port(f"{host}:{self._requested_port}")
@@ -113,13 +131,22 @@ class EmbeddedBroker:
             port = 0
         if port == 0:
             core.stop(0)
+            authorizer.stop()
             raise OSError(f"could not bind {self.host}:{self._requested_port}")
         self.port = port
         core.headers.endpoint = self.address
         server.start()
-        self.core, self._server = core, server
-        log.info("gazette broker listening on %s", self.address)
+        self.core, self._server, self._authorizer = core, server, authorizer
+        log.info("gazette broker listening on %s (bound to %s); %s", self.address, self.host, self.exposure())
         return self
+
+    def exposure(self) -> str:
+        """One line on who can reach the broker and whether it checks tokens, for logs and the CLI."""
+        auth = "bearer tokens required" if self.auth_keys is not None else "no authentication"
+        if is_loopback(self.host):
+            return f"loopback only: other hosts cannot connect (bind 0.0.0.0 to serve them); {auth}"
+        warning = "" if self.auth_keys is not None else " -- anyone who can reach this port can read and write journals"
+        return f"reachable from other hosts; {auth}{warning}"
 
     def stop(self, grace: float | None = 5.0) -> None:
         """Stop serving (in-flight RPCs get ``grace`` seconds), roll and persist spools."""
@@ -129,6 +156,8 @@ class EmbeddedBroker:
         core.begin_stop()
         server.stop(grace).wait()
         core.stop(self.persist_timeout)
+        if self._authorizer is not None:
+            self._authorizer.stop()
         self._server = None
 
     def refresh(self, journal: str) -> None:
@@ -152,3 +181,21 @@ class EmbeddedBroker:
     def __repr__(self) -> str:
         where = self.address if self.port is not None else "not started"
         return f"EmbeddedBroker({where}, data_dir={self.data_dir!r})"
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` binds every interface (``0.0.0.0``, ``::``, empty)."""
+    try:
+        return not host or ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable only from this machine."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -13,6 +14,9 @@ import threading
 
 from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE
 from pyspark_gazette.broker.embedded import EmbeddedBroker
+
+#: Environment variable holding the auth keys (Gazette's broker reads the same one).
+AUTH_KEYS_ENV = "BROKER_AUTH_KEYS"
 
 #: The line the broker prints (flushed) once it serves; group 1 is its address.
 LISTENING = re.compile(r"^gazette broker listening on (http://\S+) \(data dir .*, file root .*\)$")
@@ -42,8 +46,9 @@ def spawn_broker(data_dir: str, file_root: str | None = None, *, stderr=None) ->
 def build_parser(prog: str = "python -m pyspark_gazette.broker") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
-        description="Run a single-node Gazette-compatible broker. It binds loopback (127.0.0.1) by default; "
-        "pass --listen 0.0.0.0:PORT to serve other hosts (there is no authentication).",
+        description="Run a single-node Gazette-compatible broker. It binds loopback (127.0.0.1) by default, "
+        "so only this machine can connect; pass --listen 0.0.0.0:PORT to serve other hosts, and --auth-keys "
+        "to require bearer tokens.",
     )
     p.add_argument(
         "--listen",
@@ -76,6 +81,21 @@ def build_parser(prog: str = "python -m pyspark_gazette.broker") -> argparse.Arg
     p.add_argument(
         "--grace", type=float, default=5.0, help="seconds in-flight RPCs get at shutdown (default %(default)s)"
     )
+    p.add_argument(
+        "--auth-keys",
+        "--broker.auth-keys",
+        dest="auth_keys",
+        default=None,
+        metavar="KEYS",
+        help=f"require bearer JWTs signed with these base64 keys (separated by spaces or commas; the first signs, "
+        f"all verify; AA== also admits calls without a token), as Gazette's --auth-keys. Env {AUTH_KEYS_ENV}",
+    )
+    p.add_argument(
+        "--advertise-host",
+        default=None,
+        metavar="HOST",
+        help="host name clients should use, when --listen binds a wildcard address (default: this host's name)",
+    )
     p.add_argument("--log-level", default="WARNING", help="logging level (default %(default)s)")
     return p
 
@@ -96,6 +116,14 @@ def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark
     except argparse.ArgumentTypeError as e:
         parser.error(str(e))
     storage_options = json.loads(args.storage_options) if args.storage_options else None
+    auth_keys = args.auth_keys or os.environ.get(AUTH_KEYS_ENV) or None
+    if auth_keys is not None:
+        from pyspark_gazette.broker.auth import KeySet
+
+        try:
+            auth_keys = KeySet.parse(auth_keys)
+        except ValueError as e:
+            parser.error(f"--auth-keys: {e}")
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -113,6 +141,8 @@ def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark
         storage_options=storage_options,
         min_append_rate=args.min_append_rate,
         process_suffix=args.process_suffix,
+        auth_keys=auth_keys,
+        advertise_host=args.advertise_host,
     )
     try:
         broker.start()
@@ -120,6 +150,7 @@ def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark
             f"gazette broker listening on {broker.address} (data dir {args.data_dir}, file root {args.file_root or '-'})",
             flush=True,
         )
+        print(f"gazette broker: {broker.exposure()}", file=sys.stderr, flush=True)
         stop.wait()
     finally:
         broker.stop(grace=args.grace)

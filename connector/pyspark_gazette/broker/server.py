@@ -2,7 +2,8 @@
 
 Append lives in :mod:`pyspark_gazette.broker.appender`. Status outcomes (journal not found,
 offset not yet available, ...) are protocol responses; malformed requests are gRPC errors
-(INVALID_ARGUMENT with the reason), as in Gazette.
+(INVALID_ARGUMENT with the reason), as in Gazette. With auth keys, every RPC is first verified
+by :class:`~pyspark_gazette.broker.authz.Authorizer` (see there for the codes).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Iterator
 import grpc
 
 from pyspark_gazette.broker import appender
+from pyspark_gazette.broker.auth import APPEND, APPLY, LIST, READ, REPLICATE, Claims
+from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal
 from pyspark_gazette.broker.specs import SpecError, validate_apply, validate_journal_name
@@ -48,19 +51,21 @@ def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
 
 
 class JournalServicer(pb_grpc.JournalServicer):
-    def __init__(self, core: BrokerCore):
+    def __init__(self, core: BrokerCore, authorizer: Authorizer | None = None):
         self.core = core
         self.headers = core.headers
+        self.auth = authorizer or Authorizer(None)
 
     # ---------------------------------------------------------------- List
 
     def List(self, request: pb.ListRequest, context: grpc.ServicerContext) -> Iterator[pb.ListResponse]:
+        claims = self.auth.verify(context, LIST, "List")
         try:
             validate_selector(request.selector)
         except ValueError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"selector: {e}")
         if not request.watch:
-            yield from self._snapshot(request.selector)
+            yield from self._snapshot(request.selector, claims)
             return
         core = self.core
         wake = lambda: core._notify_changed()  # noqa: E731
@@ -79,7 +84,7 @@ class JournalServicer(pb_grpc.JournalServicer):
                     return
             revision, entries = core.registry.snapshot()
             seen_revision = revision
-            matched = [e for e in entries if matches(request.selector, e.spec.labels, journal_name=e.spec.name)]
+            matched = [e for e in entries if _listed(request.selector, claims, e.spec)]
             key = (len(matched), max((e.mod_revision for e in matched), default=0))
             if key == last_key:
                 continue
@@ -87,9 +92,9 @@ class JournalServicer(pb_grpc.JournalServicer):
             yield from self._pages(matched, revision)
             yield pb.ListResponse()
 
-    def _snapshot(self, selector: pb.LabelSelector) -> Iterator[pb.ListResponse]:
+    def _snapshot(self, selector: pb.LabelSelector, claims: Claims | None) -> Iterator[pb.ListResponse]:
         revision, entries = self.core.registry.snapshot()
-        matched = [e for e in entries if matches(selector, e.spec.labels, journal_name=e.spec.name)]
+        matched = [e for e in entries if _listed(selector, claims, e.spec)]
         yield from self._pages(matched, revision)
 
     def _pages(self, entries, revision: int) -> Iterator[pb.ListResponse]:
@@ -110,10 +115,22 @@ class JournalServicer(pb_grpc.JournalServicer):
     # ---------------------------------------------------------------- Apply
 
     def Apply(self, request: pb.ApplyRequest, context: grpc.ServicerContext) -> pb.ApplyResponse:
+        claims = self.auth.verify(context, APPLY, "Apply")
         try:
             validate_apply(request)
         except SpecError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        if claims is not None:
+            for change in request.changes:
+                if change.HasField("upsert"):
+                    name, covered = change.upsert.name, claims.covers(change.upsert.name, change.upsert.labels)
+                else:
+                    name, covered = change.delete, claims.covers(change.delete)
+                if not covered:
+                    context.abort(
+                        grpc.StatusCode.PERMISSION_DENIED,
+                        f"Apply: the token's selector does not cover journal {name!r}",
+                    )
         ok, revision = self.core.apply(list(request.changes))
         status = pb.OK if ok else pb.ETCD_TRANSACTION_FAILED
         return pb.ApplyResponse(status=status, header=self.headers.header(revision=revision))
@@ -121,22 +138,27 @@ class JournalServicer(pb_grpc.JournalServicer):
     # ---------------------------------------------------------------- Append
 
     def Append(self, request_iterator, context: grpc.ServicerContext) -> pb.AppendResponse:
-        return appender.serve_append(self.core, request_iterator, context)
+        claims = self.auth.verify(context, APPEND, "Append")
+        covers = None if claims is None else (lambda j: claims.covers(j.name, j.spec.labels))
+        return appender.serve_append(self.core, request_iterator, context, covers=covers)
 
     def Replicate(self, request_iterator, context):
+        self.auth.verify(context, REPLICATE, "Replicate")
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "the embedded broker has no peers to replicate with")
 
     # ---------------------------------------------------------------- Read
 
-    def _resolve(self, name: str) -> tuple[Journal | None, pb.Status]:
+    def _resolve(self, name: str, claims: Claims | None) -> tuple[Journal | None, pb.Status]:
+        """The journal and the status to answer with; one the token does not cover is not found."""
         journal = self.core.journal(journal_name(name))
-        if journal is None:
+        if journal is None or (claims is not None and not claims.covers(journal.name, journal.spec.labels)):
             return None, pb.JOURNAL_NOT_FOUND
         if journal.spec.HasField("suspend") and journal.spec.suspend.level == FULL:
             return journal, pb.SUSPENDED
         return journal, pb.OK
 
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[pb.ReadResponse]:
+        claims = self.auth.verify(context, READ, "Read")
         if request.offset < -1:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid offset {request.offset} (expected >= -1)")
         if request.end_offset < 0 or (
@@ -146,7 +168,7 @@ class JournalServicer(pb_grpc.JournalServicer):
                 grpc.StatusCode.INVALID_ARGUMENT, f"invalid end_offset {request.end_offset} (< offset {request.offset})"
             )
         check_journal_field(request.journal, context)
-        journal, status = self._resolve(request.journal)
+        journal, status = self._resolve(request.journal, claims)
         if journal is not None and status == pb.OK and not journal.readable:
             status = pb.NOT_ALLOWED
         if journal is None or status != pb.OK:
@@ -241,6 +263,7 @@ class JournalServicer(pb_grpc.JournalServicer):
     # ---------------------------------------------------------------- ListFragments
 
     def ListFragments(self, request: pb.FragmentsRequest, context: grpc.ServicerContext) -> pb.FragmentsResponse:
+        claims = self.auth.verify(context, READ, "ListFragments")
         limit = request.page_limit or DEFAULT_PAGE_LIMIT
         if not 0 < limit <= MAX_PAGE_LIMIT:
             context.abort(
@@ -254,7 +277,7 @@ class JournalServicer(pb_grpc.JournalServicer):
         if request.HasField("signatureTTL") and (request.signatureTTL.seconds, request.signatureTTL.nanos) <= (0, 0):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid signatureTTL (must be > 0s)")
         check_journal_field(request.journal, context)
-        journal, status = self._resolve(request.journal)
+        journal, status = self._resolve(request.journal, claims)
         if journal is None or status != pb.OK:
             return pb.FragmentsResponse(status=status, header=self.headers.header())
         journal.listed.wait()
@@ -283,6 +306,7 @@ class JournalServicer(pb_grpc.JournalServicer):
     # ---------------------------------------------------------------- FragmentStoreHealth
 
     def FragmentStoreHealth(self, request: pb.FragmentStoreHealthRequest, context) -> pb.FragmentStoreHealthResponse:
+        self.auth.verify(context, READ, "FragmentStoreHealth")
         try:
             parse_store_url(request.fragment_store)
         except ValueError as e:
@@ -290,6 +314,13 @@ class JournalServicer(pb_grpc.JournalServicer):
         error = self.core.stores.health(request.fragment_store)
         status = pb.FRAGMENT_STORE_UNHEALTHY if error else pb.OK
         return pb.FragmentStoreHealthResponse(status=status, header=self.headers.header(), store_health_error=error)
+
+
+def _listed(selector: pb.LabelSelector, claims: Claims | None, spec: pb.JournalSpec) -> bool:
+    """List's filter: the request's selector, intersected with the token's (as Gazette)."""
+    if not matches(selector, spec.labels, journal_name=spec.name):
+        return False
+    return claims is None or claims.covers(spec.name, spec.labels)
 
 
 def _stream_local(spool, offset: int, stop: int) -> Iterator[pb.ReadResponse]:

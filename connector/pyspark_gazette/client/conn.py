@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pyspark_gazette.errors import CancelledError, GazetteError, TransportError
+from pyspark_gazette.errors import AuthRefusedError, CancelledError, GazetteError, TransportError
 from pyspark_gazette.protocol import pb, pb_grpc
 
 log = logging.getLogger(__name__)
@@ -111,12 +111,15 @@ def backoff(attempt: int) -> float:
 
 
 def translate_rpc_error(err: grpc.RpcError, what: str) -> GazetteError:
-    """Turn a ``grpc.RpcError`` into our :class:`TransportError` (or :class:`CancelledError`)."""
+    """Turn a ``grpc.RpcError`` into our :class:`TransportError` (or :class:`CancelledError`,
+    :class:`AuthRefusedError`)."""
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
     name = code.name if code is not None else "UNKNOWN"
     if code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
         return CancelledError(what, name, details or "")
+    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return AuthRefusedError(what, name, details or "")
     return TransportError(what, name, details or "")
 
 
