@@ -218,7 +218,7 @@ def test_file_store_rejects_traversal(root):
     store = FragmentStore("file:///", file_root=root)
     evil = make_ref(journal="../../outside")
     for op in (lambda: store.open_raw(evil), lambda: store.put(evil, io.BytesIO(b"x")), lambda: store.list("../../x")):
-        with pytest.raises(StoreURLError, match="escapes the file root"):
+        with pytest.raises(StoreURLError, match="escapes the (file root|journal's directory)"):
             op()
     assert not os.path.exists(os.path.join(os.path.dirname(root), "outside"))
 

@@ -20,7 +20,7 @@ from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal
 from pyspark_gazette.broker.specs import SpecError, validate_apply, validate_journal_name
-from pyspark_gazette.errors import redact_url
+from pyspark_gazette.errors import StoreURLError, redact_url
 from pyspark_gazette.fragments import FragmentRef, open_decompressor, parse_store_url
 from pyspark_gazette.protocol import MAX_READ_CHUNK, pb, pb_grpc
 from pyspark_gazette.protocol.labels import matches, validate_selector
@@ -120,6 +120,12 @@ class JournalServicer(pb_grpc.JournalServicer):
             validate_apply(request)
         except SpecError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        for change in request.changes:
+            for url in change.upsert.fragment.stores if change.HasField("upsert") else ():
+                try:
+                    self.core.stores.get(url)  # a file:// store must lie under the file root
+                except StoreURLError as e:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"journal {change.upsert.name!r}: {e}")
         if claims is not None:
             for change in request.changes:
                 if change.HasField("upsert"):

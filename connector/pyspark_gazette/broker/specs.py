@@ -48,6 +48,8 @@ def validate_journal_name(name: str) -> None:
         raise SpecError(f"invalid journal name {name!r}: must not begin with '/'")
     if posixpath.normpath(name) != name:
         raise SpecError(f"invalid journal name {name!r}: must be a clean path (expected {posixpath.normpath(name)!r})")
+    if name == ".." or name.startswith("../"):  # clean, yet it would climb out of a store's prefix
+        raise SpecError(f"invalid journal name {name!r}: must not begin with '..'")
 
 
 def _validate_labels(labels: pb.LabelSet) -> None:

@@ -17,6 +17,7 @@ import datetime as _dt
 import io
 import logging
 import os
+import posixpath
 import shutil
 import threading
 import urllib.parse
@@ -35,6 +36,7 @@ from pyspark_gazette.errors import (
     redact_url,
 )
 from pyspark_gazette.fragments.names import FragmentRef
+from pyspark_gazette.fragments.paths import check_content_path, confined_path
 from pyspark_gazette.fragments.reader import FragmentReader
 from pyspark_gazette.fragments.urls import FragmentURLStream, open_fragment_url
 from pyspark_gazette.protocol import pb
@@ -158,8 +160,14 @@ class FragmentStore:
     # -- paths -----------------------------------------------------------------------------
 
     def object_path(self, ref: FragmentRef) -> str:
-        """The object key of ``ref`` in the bucket: ``prefix + content_path`` after find/replace."""
-        return self.parsed.prefix + self.parsed.rewrite(ref.content_path)
+        """The object key of ``ref`` in the bucket: ``prefix + content_path`` after find/replace.
+
+        A content path leaving its journal's directory (``..`` in the journal name or path
+        postfix) is refused with :class:`StoreURLError`.
+        """
+        content_path = ref.content_path
+        check_content_path(ref.journal, content_path, source=self.url)
+        return self.parsed.prefix + self.parsed.rewrite(content_path)
 
     def _location(self, key: str) -> str:
         """Where ``key`` lives for the filesystem: a disk path, or ``bucket/key`` for fsspec."""
@@ -171,11 +179,8 @@ class FragmentStore:
         return f"{self.parsed.bucket}/{key}"
 
     def _disk_path(self, key: str) -> str:
-        path = os.path.normpath(self._root + os.sep + key)
-        root = self._root.rstrip(os.sep)
-        if path != self._root and not path.startswith(root + os.sep):
-            raise StoreURLError(f"path {key!r} of store {redact_url(self.url)!r} escapes the file root {self._root!r}")
-        return path
+        """The real path of ``key`` under the file root (``..`` and symlinks out of it refused)."""
+        return confined_path(self._root, key, source=self.url)
 
     # -- operations ------------------------------------------------------------------------
 
@@ -221,6 +226,7 @@ class FragmentStore:
     def list(self, journal: str) -> builtins.list[FragmentRef]:
         """Every fragment of ``journal`` in the store (searched recursively under
         ``prefix + journal + '/'``), sorted by offsets. Unparseable names are logged and skipped."""
+        check_content_path(journal, posixpath.normpath(journal) + "/", source=self.url)
         key = self.parsed.prefix + self.parsed.rewrite(journal + "/")
         try:
             entries = self._list_files(self._location(key))

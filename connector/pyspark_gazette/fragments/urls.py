@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import http.client
 import io
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
 
 from pyspark_gazette.errors import FragmentNotFoundError, StoreError, StoreURLError, redact_url
+from pyspark_gazette.fragments.paths import confined_path
 from pyspark_gazette.protocol import pb
 
 
@@ -67,10 +67,11 @@ class FragmentURLStream(io.BufferedIOBase):
 def open_fragment_url(url: str, codec: int, *, file_root: str | None = None, timeout: float = 60) -> FragmentURLStream:
     """Open the raw bytes of a signed fragment URL (see the module docs).
 
-    A non-200 answer raises :class:`FragmentNotFoundError` for 403 and 404 (the object is gone
-    or the signature expired) and :class:`StoreError` otherwise, as do connection failures.
-    ``file://`` URLs need ``file_root``; without it a :class:`StoreError` says to read through
-    the broker instead. A ``file://`` path escaping ``file_root`` raises :class:`StoreURLError`.
+        A non-200 answer raises :class:`FragmentNotFoundError` for 403 and 404 (the object is gone
+        or the signature expired) and :class:`StoreError` otherwise, as do connection failures.
+        ``file://`` URLs need ``file_root``; without it a :class:`StoreError` says to read through
+        the broker instead. A ``file://`` path escaping ``file_root`` (``..``, ``%2e%2e``, a symlink
+    out of it) raises :class:`StoreURLError`.
     """
     safe_url = redact_url(url)
     scheme = urllib.parse.urlsplit(url).scheme.lower()
@@ -107,10 +108,8 @@ def _open_file_url(url: str, codec: int, file_root: str | None) -> FragmentURLSt
     parts = urllib.parse.urlsplit(url)
     if parts.netloc:
         raise StoreURLError(f"fragment URL {safe_url!r} has a host; file:// fragment URLs have none")
-    root = os.path.abspath(file_root)
-    path = os.path.normpath(root + os.sep + urllib.parse.unquote(parts.path))
-    if path != root and not path.startswith(root.rstrip(os.sep) + os.sep):
-        raise StoreURLError(f"fragment URL {safe_url!r} escapes the file root {root!r}")
+    # Percent-decoding first, so %2e%2e is a '..' that the confinement sees.
+    path = confined_path(file_root, urllib.parse.unquote(parts.path), source=url)
     try:
         body = open(path, "rb")  # noqa: SIM115 - owned by the returned stream
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
