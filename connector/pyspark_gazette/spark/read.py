@@ -137,12 +137,16 @@ def _coalesce(chunks: Iterator[bytes]) -> Iterator[bytes]:
 
 
 class Messages:
-    """Decoded messages of one piece of a segment: journal offsets and payloads (Arrow)."""
+    """Decoded messages of one piece of a segment: journal offsets and payloads (Arrow).
 
-    __slots__ = ("offsets", "values", "mod_time")
+    ``end`` is the journal offset just past the last message (where undecoded content
+    begins), or -1 when unknown; a data-loss skip starts there.
+    """
 
-    def __init__(self, offsets: pa.Array, values: pa.Array, mod_time: int):
-        self.offsets, self.values, self.mod_time = offsets, values, mod_time
+    __slots__ = ("offsets", "values", "mod_time", "end")
+
+    def __init__(self, offsets: pa.Array, values: pa.Array, mod_time: int, end: int = -1):
+        self.offsets, self.values, self.mod_time, self.end = offsets, values, mod_time, end
 
 
 def segment_messages(seg: Segment, framing: str, opts: ReadOptions) -> Iterator[Messages]:
@@ -193,13 +197,14 @@ def _lines(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_ti
         batch = dec.feed(chunk)
         if len(batch):
             offsets, values = batch.offsets, batch.values
+            end = dec.offset
             if offsets[len(offsets) - 1].as_py() >= seg.end:
                 import pyarrow.compute as pc
 
                 keep = pc.less(offsets, seg.end)
-                offsets, values = offsets.filter(keep), values.filter(keep)
+                offsets, values, end = offsets.filter(keep), values.filter(keep), seg.end
             if len(offsets):
-                yield Messages(offsets, values, mod_time)
+                yield Messages(offsets, values, mod_time, end)
         if dec.offset >= seg.end:
             return
     dec.finish()  # content ended inside a message: UnexpectedEOFError
@@ -210,9 +215,10 @@ def _framed(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_t
 
     dec = framing_by_name(framing).decoder(pos)
     for chunk in chunks:
-        msgs = [m for m in dec.feed(chunk) if m[0] < seg.end]
+        decoded = dec.feed(chunk)
+        msgs = [m for m in decoded if m[0] < seg.end]
         if msgs:
-            yield _messages(msgs, mod_time)
+            yield _messages(msgs, mod_time, dec.offset if len(msgs) == len(decoded) else seg.end)
         if dec.offset >= seg.end:
             return
     msgs = [m for m in dec.finish() if m[0] < seg.end]
@@ -220,8 +226,9 @@ def _framed(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_t
         yield _messages(msgs, mod_time)
 
 
-def _messages(msgs: list[tuple[int, bytes]], mod_time: int) -> Messages:
-    return Messages(pa.array([m[0] for m in msgs], pa.int64()), pa.array([m[1] for m in msgs], pa.binary()), mod_time)
+def _messages(msgs: list[tuple[int, bytes]], mod_time: int, end: int = -1) -> Messages:
+    offsets, values = pa.array([m[0] for m in msgs], pa.int64()), pa.array([m[1] for m in msgs], pa.binary())
+    return Messages(offsets, values, mod_time, end)
 
 
 # -- partitions -------------------------------------------------------------------------------
@@ -234,7 +241,7 @@ def partition_messages(part: GazettePartition, opts: ReadOptions) -> Iterator[Me
         try:
             for msgs in segment_messages(seg, part.framing, opts):
                 yield msgs
-                done = msgs.offsets[len(msgs.offsets) - 1].as_py() + 1
+                done = msgs.end if msgs.end >= 0 else msgs.offsets[len(msgs.offsets) - 1].as_py() + 1
         except (FragmentError, StoreError, OffsetJumpError, FramingError) as e:
             if opts.fail_on_data_loss:
                 if isinstance(e, (FragmentError, OffsetJumpError)):
