@@ -25,11 +25,32 @@ from collections.abc import Sequence
 DEFAULT_ADDRESS = "http://localhost:8080"
 
 
+#: Capabilities a token minted from --broker.auth-keys grants, per journals command (as gazctl
+#: signs its own per-call tokens with the keys).
+_COMMAND_CAPS = {"list": "LIST", "apply": "APPLY|LIST", "append": "APPEND|LIST", "read": "READ|LIST"}
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token: --broker.auth-token / BROKER_AUTH_TOKEN, else one minted (1 hour, every
+    journal, the command's capabilities) from --broker.auth-keys / BROKER_AUTH_KEYS, like gazctl."""
+    token = args.auth_token or os.environ.get("BROKER_AUTH_TOKEN") or None
+    keys = getattr(args, "auth_keys", None) or os.environ.get("BROKER_AUTH_KEYS") or None
+    if token or not keys:
+        return token
+    from pyspark_gazette.broker.auth import mint_token
+    from pyspark_gazette.errors import InvalidInputError
+
+    try:
+        return mint_token(keys, _COMMAND_CAPS.get(args.journals_command, "READ|LIST"), None, ttl=3600)
+    except ValueError as e:
+        raise InvalidInputError(f"--broker.auth-keys: {e}") from None
+
+
 def _client(args: argparse.Namespace):
     from pyspark_gazette.client import ClientConfig, JournalClient
 
     address = args.broker_address or os.environ.get("BROKER_ADDRESS") or DEFAULT_ADDRESS
-    token = args.auth_token or os.environ.get("BROKER_AUTH_TOKEN") or None
+    token = _token(args)
     return JournalClient(
         ClientConfig(address, auth_token=token, file_root=args.file_root, direct_reads=bool(args.file_root))
     )
@@ -37,7 +58,12 @@ def _client(args: argparse.Namespace):
 
 def _add_broker_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker.address", dest="broker_address", help="broker URL (env BROKER_ADDRESS)")
-    p.add_argument("--broker.auth-token", dest="auth_token", help="bearer token (env BROKER_AUTH_TOKEN)")
+    p.add_argument("--broker.auth-token", "--auth-token", dest="auth_token", help="bearer JWT (env BROKER_AUTH_TOKEN)")
+    p.add_argument(
+        "--broker.auth-keys",
+        dest="auth_keys",
+        help="base64 keys to sign a token with instead, as gazctl (env BROKER_AUTH_KEYS)",
+    )
     p.add_argument("--file-root", help="local mount of the brokers' file:// stores, for direct fragment reads")
 
 
@@ -139,6 +165,23 @@ def cmd_fragments(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    """Print a token signed with the first of the auth keys (the one thing this CLI prints a secret for)."""
+    from pyspark_gazette.broker.auth import mint_token
+    from pyspark_gazette.client.specs import parse_duration
+    from pyspark_gazette.errors import InvalidInputError
+
+    keys = args.auth_keys or os.environ.get("BROKER_AUTH_KEYS")
+    if not keys:
+        raise InvalidInputError("token: give --auth-keys or set BROKER_AUTH_KEYS")
+    try:
+        ttl = parse_duration(args.ttl, where="--ttl")
+        print(mint_token(keys, args.cap, args.selector or None, ttl=ttl))
+    except ValueError as e:
+        raise InvalidInputError(f"token: {e}") from None
+    return 0
+
+
 def _table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
@@ -163,6 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("broker", help="run the embedded Gazette-compatible broker", add_help=False)
     b.add_argument("broker_args", nargs=argparse.REMAINDER)
+
+    t = sub.add_parser("token", help="mint a bearer token for a broker started with --auth-keys")
+    t.add_argument("--auth-keys", "--broker.auth-keys", dest="auth_keys", help="base64 keys (env BROKER_AUTH_KEYS)")
+    t.add_argument("--cap", default="READ|LIST", help="capabilities, e.g. 'READ|APPEND' or ALL (default %(default)s)")
+    t.add_argument("-l", "--selector", help="journals covered, e.g. 'name:prefix=acme/' (default: all)")
+    t.add_argument("--ttl", default="1h", help="lifetime, e.g. 15m, 24h (default %(default)s)")
+    t.set_defaults(func=cmd_token)
 
     j = sub.add_parser("journals", help="list, apply, append to, read and inspect journals")
     jsub = j.add_subparsers(dest="journals_command", required=True)

@@ -328,3 +328,16 @@ def test_each_call_is_judged_by_its_own_token(ab):
     for _ in range(20):
         assert ab.names(tokens[0]) == ["acme/a"]
         assert ab.names(tokens[1]) == ["acme/b"]
+
+
+def test_append_service_fails_at_once_on_a_refused_token(ab):
+    """The async append service (used by the Spark writer) treats auth refusals as terminal."""
+    weak = mint_token(KEY, READ)
+    with JournalClient(ClientConfig(ab.broker.address, auth_token=weak)) as c:
+        service = c.append_service
+        aa = service.append("acme/a", b"refused\n")
+        with pytest.raises(AuthRefusedError, match="PERMISSION_DENIED"):
+            aa.wait(timeout=30)
+        with pytest.raises(AuthRefusedError):  # the journal's chain keeps the terminal error
+            service.append("acme/a", b"again\n")
+    assert ab.content("acme/a") == b"hello\n"

@@ -15,7 +15,8 @@ Many small writes to a journal are coalesced into few Append RPCs:
 
 Errors, as in Gazette: CANCELLED/DEADLINE_EXCEEDED, FRAGMENT_STORE_UNHEALTHY,
 INDEX_HAS_GREATER_OFFSET, JOURNAL_NOT_FOUND, NOT_ALLOWED, REGISTER_MISMATCH and
-WRONG_APPEND_OFFSET (and protocol violations) are **terminal**: the link fails, and so does
+WRONG_APPEND_OFFSET (and protocol violations), and auth refusals (UNAUTHENTICATED,
+PERMISSION_DENIED) are **terminal**: the link fails, and so does
 every later append to that journal for the life of the service. Every other error (gRPC
 transport errors, routing statuses) is retried with :func:`~pyspark_gazette.client.conn.backoff`
 forever by default, or ``max_attempts`` times. Deviation from Go: Gazette retries terminal
@@ -37,6 +38,7 @@ from typing import Any
 from pyspark_gazette.client.appender import Appender, _params
 from pyspark_gazette.client.conn import APPEND_CHUNK_BYTES, Connections, backoff
 from pyspark_gazette.errors import (
+    AuthRefusedError,
     CancelledError,
     FragmentStoreUnhealthyError,
     GazetteError,
@@ -55,6 +57,7 @@ log = logging.getLogger(__name__)
 MAX_BATCH_BYTES = 64 << 20
 
 TERMINAL_ERRORS = (
+    AuthRefusedError,
     CancelledError,
     FragmentStoreUnhealthyError,
     IndexHasGreaterOffsetError,

@@ -265,8 +265,9 @@ class RetryReader:
     Surfaced to the caller: end of content (``b""`` with :attr:`eof` once ``end_offset`` is
     reached), :class:`OffsetJumpError` (the reader stays valid), cancellation and deadlines,
     SUSPENDED, OFFSET_NOT_YET_AVAILABLE of a non-blocking read, and JOURNAL_NOT_FOUND after
-    the third attempt. Direct fragment-read errors (missing, corrupt or truncated fragments) are
-    surfaced too: they do not pass by themselves.
+    the third attempt. Direct fragment-read errors (missing, corrupt or truncated fragments) and
+    auth refusals (:class:`~pyspark_gazette.errors.AuthRefusedError`: UNAUTHENTICATED,
+    PERMISSION_DENIED) are surfaced too: they do not pass by themselves.
     """
 
     def __init__(self, conns: Connections, journal: str, offset: int = 0, **kwargs: Any):
@@ -365,10 +366,10 @@ class RetryReader:
 
 
 def _retried_read_error(e: GazetteError) -> bool:
-    from pyspark_gazette.errors import FragmentError, ProtocolError, StatusError, TransportError
+    from pyspark_gazette.errors import AuthError, FragmentError, ProtocolError, StatusError, TransportError
 
-    if isinstance(e, (FragmentError, ProtocolError)):
-        return False
+    if isinstance(e, (FragmentError, ProtocolError, AuthError)):
+        return False  # an auth refusal repeats until the token changes
     if isinstance(e, StoreError):
         return True
     return isinstance(e, (StatusError, TransportError))
