@@ -243,6 +243,8 @@ def _serve(
                 spool.write(content)
                 received += len(content)
                 chunks += 1
+                if chunks == 1 and core.hold_dir is not None:
+                    core.hold_for_test("append", name)
             msg = source.get(started + received / rate if rate > 0 else None)
             if msg is not _EOF:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected EOF after the commit message")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import time
 from typing import Any
@@ -46,8 +47,10 @@ class BrokerCore:
         file_root: str | None = None,
         storage_options: dict[str, Any] | None = None,
         min_append_rate: int = DEFAULT_MIN_APPEND_RATE,
+        hold_dir: str | None = None,
     ):
         self.data_dir = os.path.abspath(data_dir)
+        self.hold_dir = hold_dir
         self.journals_dir = os.path.join(self.data_dir, "journals")
         os.makedirs(self.journals_dir, exist_ok=True)
         self.file_root = file_root
@@ -148,6 +151,23 @@ class BrokerCore:
             self.refresher.refresh(journal)
 
     # ---------------------------------------------------------------- shutdown
+
+    def hold_for_test(self, what: str, journal: str) -> None:
+        """Fault-injection hook: park this RPC, after its first content, until the broker stops.
+
+        Only with ``hold_dir`` set and a file ``armed`` in it. A marker file ``<what>-*`` naming
+        the journal announces the hold, so a test knows the RPC is mid-stream and can kill the
+        broker at exactly that point (see tests/spark/test_faults_broker.py).
+        """
+        if self.hold_dir is None or not os.path.exists(os.path.join(self.hold_dir, "armed")):
+            return
+        fd, _ = tempfile.mkstemp(prefix=f"{what}-", dir=self.hold_dir)
+        os.write(fd, journal.encode())
+        os.close(fd)
+        log.warning("holding a %s of %r (fault injection)", what, journal)
+        with self.changed:
+            while not self.stopping:
+                self.changed.wait(1.0)
 
     def begin_stop(self) -> None:
         """Wake every blocked read and watch so they end their streams."""

@@ -51,6 +51,7 @@ class EmbeddedBroker:
     :param max_workers: gRPC worker threads (each blocking Read or List watch holds one).
     :param max_receive_message_size: largest request message accepted.
     :param persist_timeout: seconds :meth:`stop` waits for spools to be persisted.
+    :param hold_dir: fault-injection hook for tests (see :meth:`BrokerCore.hold_for_test`).
     :param auth_keys: require bearer tokens signed with these keys (Gazette's ``--auth-keys``
         form: base64, separated by whitespace or commas; or a :class:`KeySet`). None: no auth.
     :param advertise_host: the host put in :attr:`address` and response headers' routes; by
@@ -70,6 +71,7 @@ class EmbeddedBroker:
         max_workers: int = DEFAULT_MAX_WORKERS,
         max_receive_message_size: int = DEFAULT_MAX_RECEIVE,
         persist_timeout: float = 30.0,
+        hold_dir: str | None = None,
         auth_keys: str | KeySet | None = None,
         advertise_host: str | None = None,
     ):
@@ -83,6 +85,7 @@ class EmbeddedBroker:
         self.max_workers = max_workers
         self.max_receive_message_size = max_receive_message_size
         self.persist_timeout = persist_timeout
+        self.hold_dir = hold_dir
         self.auth_keys = KeySet.parse(auth_keys) if isinstance(auth_keys, str) else auth_keys
         self.advertise_host = advertise_host or (socket.gethostname() if is_wildcard(host) else host)
         self.port: int | None = None
@@ -113,6 +116,7 @@ class EmbeddedBroker:
             file_root=self.file_root,
             storage_options=self.storage_options,
             min_append_rate=self.min_append_rate,
+            hold_dir=self.hold_dir,
         )
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="gazette-rpc"),

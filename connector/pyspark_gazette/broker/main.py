@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 
 from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE
 from pyspark_gazette.broker.embedded import EmbeddedBroker
@@ -22,16 +23,25 @@ AUTH_KEYS_ENV = "BROKER_AUTH_KEYS"
 LISTENING = re.compile(r"^gazette broker listening on (http://\S+) \(data dir .*, file root .*\)$")
 
 
-def spawn_broker(data_dir: str, file_root: str | None = None, *, stderr=None) -> tuple[subprocess.Popen, str]:
-    """Start ``python -m pyspark_gazette.broker`` as a child process on a free loopback port.
+def spawn_broker(
+    data_dir: str,
+    file_root: str | None = None,
+    *,
+    stderr=None,
+    port: int = 0,
+    extra_args: Sequence[str] = (),
+) -> tuple[subprocess.Popen, str]:
+    """Start ``python -m pyspark_gazette.broker`` as a child process on a loopback port.
 
-    Returns the process (its stdout is a text pipe) and the broker's ``http://host:port``
-    address, once the broker serves. For tests, benchmarks and notebooks that need the broker in
-    a process of its own (to kill it, or to keep it off the caller's GIL).
+    ``port`` 0 picks a free one; pass the port of a killed broker to restart it at the same
+    address. Returns the process (its stdout is a text pipe) and the broker's
+    ``http://host:port`` address, once the broker serves. For tests, benchmarks and notebooks
+    that need the broker in a process of its own (to kill it, or to keep it off the caller's GIL).
     """
-    argv = [sys.executable, "-m", "pyspark_gazette.broker", "--listen", "127.0.0.1:0", "--data-dir", data_dir]
+    argv = [sys.executable, "-m", "pyspark_gazette.broker", "--listen", f"127.0.0.1:{port}", "--data-dir", data_dir]
     if file_root is not None:
         argv += ["--file-root", file_root]
+    argv += list(extra_args)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -97,6 +107,7 @@ def build_parser(prog: str = "python -m pyspark_gazette.broker") -> argparse.Arg
         help="host name clients should use, when --listen binds a wildcard address (default: this host's name)",
     )
     p.add_argument("--log-level", default="WARNING", help="logging level (default %(default)s)")
+    p.add_argument("--test-hold-dir", default=None, help=argparse.SUPPRESS)  # fault-injection tests only
     return p
 
 
@@ -141,6 +152,7 @@ def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark
         storage_options=storage_options,
         min_append_rate=args.min_append_rate,
         process_suffix=args.process_suffix,
+        hold_dir=args.test_hold_dir,
         auth_keys=auth_keys,
         advertise_host=args.advertise_host,
     )

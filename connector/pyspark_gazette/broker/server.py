@@ -190,6 +190,7 @@ class JournalServicer(pb_grpc.JournalServicer):
         context.add_callback(wake)
         offset = request.offset
         header: pb.Header | None = self.headers.header()
+        hold = core.hold_dir is not None
         while True:
             with journal.cond:
                 if offset == -1:
@@ -230,12 +231,19 @@ class JournalServicer(pb_grpc.JournalServicer):
                 return
             stop = min(frag.end, request.end_offset) if request.end_offset else frag.end
             if frag.is_persisted:
-                yield from self._stream_remote(frag, offset, stop, context)
+                chunks = self._stream_remote(frag, offset, stop, context)
             else:
-                try:
-                    yield from _stream_local(spool, offset, stop)
-                except FileNotFoundError:
-                    continue  # persisted and removed meanwhile: query again
+                chunks = _stream_local(spool, offset, stop)
+            try:
+                for chunk in chunks:
+                    yield chunk
+                    if hold:
+                        hold = False
+                        core.hold_for_test("read", journal.name)
+            except FileNotFoundError:
+                if frag.is_persisted:
+                    raise
+                continue  # persisted and removed meanwhile: query again
             offset = stop
             if request.end_offset and offset >= request.end_offset:
                 return
