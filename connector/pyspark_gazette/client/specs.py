@@ -28,12 +28,14 @@ Durations use Go's syntax (``1m30s``, ``24h``, ``500ms``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any
 
 from pyspark_gazette.errors import SpecError
 from pyspark_gazette.protocol import codec_from_name, codec_name, pb
 
+_MAX_DURATION_SECONDS = (2**63 - 1) / 1e9  # Go's time.Duration is int64 nanoseconds
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _FLAG_NAMES = {"O_RDONLY": 1, "O_WRONLY": 2, "O_RDWR": 4, "NOT_SPECIFIED": 0}
@@ -63,6 +65,8 @@ _FRAGMENT_KEYS = {
 def parse_duration(text: str | int | float, *, where: str = "duration") -> float:
     """Parse a Go duration string (``"1m30s"``, ``"24h"``); a bare number means seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if not math.isfinite(text) or abs(text) > _MAX_DURATION_SECONDS:
+            raise SpecError(f"{where}: {text!r} is not a finite duration")
         return float(text)
     s = str(text).strip()
     if s in ("0", ""):
@@ -77,6 +81,8 @@ def parse_duration(text: str | int | float, *, where: str = "duration") -> float
         pos = m.end()
     if pos != len(s) or pos == 0:
         raise SpecError(f"{where}: {text!r} is not a duration (e.g. 30s, 1m, 1h30m)")
+    if total > _MAX_DURATION_SECONDS:
+        raise SpecError(f"{where}: {text!r} is longer than Go's largest duration (about 292 years)")
     return sign * total
 
 
@@ -145,8 +151,10 @@ def spec_from_mapping(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
 def _walk(node: Any, inherited: dict[str, Any], parent: str, out: list[SpecNode]) -> None:
     if not isinstance(node, dict):
         raise SpecError(f"a spec node must be a mapping, not {type(node).__name__} (under {parent!r})")
-    unknown = set(node) - _NODE_KEYS
-    name = str(node.get("name", ""))
+    unknown = {str(k) for k in node} - _NODE_KEYS
+    name = node.get("name", "")
+    if not isinstance(name, str):
+        raise SpecError(f"a spec node under {parent!r} has a name that is not a string: {name!r}")
     if unknown:
         raise SpecError(f"spec node {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
     if not name:
@@ -163,13 +171,11 @@ def _walk(node: Any, inherited: dict[str, Any], parent: str, out: list[SpecNode]
         return
     if children:
         raise SpecError(f"journal {name!r} (no trailing '/') cannot have children")
-    out.append(
-        SpecNode(
-            spec=_to_spec(name, merged),
-            revision=int(node.get("revision", merged.get("revision", 0)) or 0),
-            delete=bool(node.get("delete", False)),
-        )
-    )
+    spec = _to_spec(name, merged)
+    revision = node.get("revision", merged.get("revision", 0)) or 0
+    if not isinstance(revision, int) or isinstance(revision, bool):
+        raise SpecError(f"journal {name!r}: revision must be an integer, not {revision!r}")
+    out.append(SpecNode(spec=spec, revision=revision, delete=bool(node.get("delete", False))))
 
 
 def _merge(parent: dict[str, Any], node: dict[str, Any], name: str) -> dict[str, Any]:
@@ -198,6 +204,17 @@ def _merge(parent: dict[str, Any], node: dict[str, Any], name: str) -> dict[str,
 
 
 def _to_spec(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
+    """Build the spec; a value of the wrong type or range (``replication: {}``, a length past
+    int64) is a :class:`SpecError` naming the journal, never a bare TypeError/ValueError."""
+    try:
+        return _build_spec(name, fields)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise SpecError(f"journal {name!r}: invalid spec value: {e}") from None
+
+
+def _build_spec(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
     spec = pb.JournalSpec(name=name, replication=int(fields.get("replication", 1)))
     for label_name, values in sorted(fields.get("labels", {}).items()):
         for value in sorted(set(values)):

@@ -118,12 +118,12 @@ class FragmentRef:
 
     def __post_init__(self) -> None:
         if not 0 <= self.begin <= self.end:
-            raise ValueError(f"fragment of {self.journal!r} has invalid offsets [{self.begin}, {self.end})")
+            raise FragmentNameError(f"fragment of {self.journal!r} has invalid offsets [{self.begin}, {self.end})")
         if self.codec not in EXTENSIONS:
-            raise ValueError(f"fragment of {self.journal!r} has invalid codec {codec_name(self.codec)}")
+            raise FragmentNameError(f"fragment of {self.journal!r} has invalid codec {codec_name(self.codec)}")
         lowered = self.sum.lower()
         if not _HEX_SUM.fullmatch(lowered):
-            raise ValueError(f"fragment sum must be 40 hex characters, got {self.sum!r}")
+            raise FragmentNameError(f"fragment of {self.journal!r}: sum must be 40 hex characters, got {self.sum!r}")
         if lowered != self.sum:
             object.__setattr__(self, "sum", lowered)
 

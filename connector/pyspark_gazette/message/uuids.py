@@ -235,7 +235,7 @@ def _pointer_keys(pointer: str) -> list[str]:
     if pointer == "":
         return []
     if not pointer.startswith("/"):
-        raise ValueError(f"JSON pointer {pointer!r} must start with '/'")
+        raise UUIDError(f"JSON pointer {pointer!r} must start with '/'")
     return [part.replace("~1", "/").replace("~0", "~") for part in pointer[1:].split("/")]
 
 
