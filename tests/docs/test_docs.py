@@ -115,6 +115,8 @@ def test_cli_reference_names_every_command_and_flag():
     missing = []
     for parser in _all_parsers():
         for action in parser._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
             for flag in action.option_strings:
                 if flag not in ("-h", "--help") and f"`{flag}`" not in text:
                     missing.append(f"{parser.prog} {flag}")
