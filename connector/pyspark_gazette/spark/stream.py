@@ -22,8 +22,10 @@ Batch ends may fall inside a message when a read limit cuts a journal: the messa
 before the end belongs to that batch (read whole) and the next batch skips its tail, so every
 message is returned once.
 
-Limitation: ``readCommitted`` is refused for streams for now: a transaction open at a batch
-boundary would need the sequencer's state carried in the offsets.
+With ``readCommitted``, each journal's micro-batch is one partition that rebuilds the
+sequencer's state from up to ``readCommittedLookbackBytes`` before the batch's start and emits
+each committed message in the batch holding the message that committed it (its ACK for
+transaction members): see :mod:`pyspark_gazette.spark.stream_committed`.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pyspark_gazette.errors import JournalNotFoundError, OptionError
+from pyspark_gazette.errors import JournalNotFoundError
 from pyspark_gazette.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)
@@ -103,8 +105,6 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch stream of journals; see the module docstring."""
 
     def __init__(self, opts: ReadOptions, schema: StructType):
-        if opts.read_committed:
-            raise OptionError("readCommitted", "is not supported for streaming reads yet (batch reads only)")
         self.opts = opts
         self.schema = schema
         self._target: dict[str, int] | None = None
@@ -233,6 +233,11 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 except JournalNotFoundError:
                     self._lost(journal, s, e, "the journal was deleted")
                     continue
+                if self.opts.read_committed:
+                    from pyspark_gazette.spark.stream_committed import committed_partition
+
+                    parts.append(committed_partition(snap, s, e, self.opts, len(parts)))
+                    continue
                 segs = segments(snap, s, e, self.opts)
                 parts.extend(
                     aligned_partitions(snap.name, snap.framing, s, e, segs, self.opts.max_partition_bytes, len(parts))
@@ -252,6 +257,12 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from pyspark_gazette.spark.plan import GazettePartition
 
         assert isinstance(partition, GazettePartition)
+        if self.opts.read_committed:
+            from pyspark_gazette.spark.stream_committed import CommittedStreamPartition, read_committed_batches
+
+            assert isinstance(partition, CommittedStreamPartition)
+            yield from read_committed_batches(partition, self.opts, self.schema)
+            return
         yield from read_batches(partition, self.opts, self.schema)
 
     def commit(self, end: dict) -> None:
