@@ -1,6 +1,6 @@
 """``pyspark-gazette``: the command line.
 
-    pyspark-gazette quickstart                       # the README's main job
+    pyspark-gazette quickstart [--rows N] [--keep]   # the README's main job
     pyspark-gazette broker --listen 127.0.0.1:8080 --data-dir DIR [--file-root DIR]
     pyspark-gazette journals list [-l SELECTOR] [--format table|yaml|json]
     pyspark-gazette journals apply -f specs.yaml [--dry-run]
@@ -10,7 +10,8 @@
 
 The broker address comes from ``--broker.address``, else the ``BROKER_ADDRESS`` environment
 variable (as Gazette's own tooling does), else ``http://localhost:8080``. A bearer token comes
-from ``--broker.auth-token`` or ``BROKER_AUTH_TOKEN``; it is never printed.
+from ``--broker.auth-token`` or ``BROKER_AUTH_TOKEN``; it is never printed. ``--log-config FILE``
+(before the command) configures Python logging from a YAML/JSON dictConfig (``conf/logging.yaml``).
 """
 
 from __future__ import annotations
@@ -188,20 +189,46 @@ def _table(rows: Sequence[Sequence[str]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
 
 
+def configure_logging(path: str) -> None:
+    """Apply a logging dictConfig from a YAML or JSON file; errors name the file."""
+    import logging.config
+
+    import yaml
+
+    from pyspark_gazette.errors import InvalidInputError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = yaml.safe_load(f)  # JSON is YAML too
+        logging.config.dictConfig(config)
+    except (OSError, yaml.YAMLError, ValueError, TypeError, AttributeError, ImportError) as e:
+        raise InvalidInputError(f"--log-config {path}: {e}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pyspark-gazette", description="Gazette journals for Spark, from the command line."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--log-config",
+        help="Python logging configuration (YAML or JSON dictConfig, e.g. conf/logging.yaml); "
+        "default: INFO on stderr (WARNING for the quickstart)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     q = sub.add_parser("quickstart", help="run the quickstart on an embedded broker (the README's main job)")
     q.add_argument(
         "--data-dir", default=".gazette/quickstart", help="working directory, wiped at start (default %(default)s)"
     )
-    q.add_argument("--events", type=int, default=200_000, help="click events to generate (default %(default)s)")
     q.add_argument(
-        "--keep", action="store_true", help="keep the data directory from an earlier run instead of wiping it"
+        "--rows", "--events", dest="rows", type=int, default=250_000, help="click events to write (default %(default)s)"
+    )
+    q.add_argument(
+        "--keep",
+        action="store_true",
+        help="reuse the data directory of an earlier run (journals keep their content, ids continue, "
+        "the stream resumes from its checkpoint) instead of wiping it",
     )
 
     b = sub.add_parser("broker", help="run the embedded Gazette-compatible broker", add_help=False)
@@ -261,16 +288,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return broker_main(argv[1:], prog="pyspark-gazette broker")
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     from pyspark_gazette.errors import GazetteError
 
     try:
+        if args.log_config:
+            configure_logging(args.log_config)
+        else:
+            quiet = args.command == "quickstart"
+            logging.basicConfig(
+                level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
+                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            )
         if args.command == "quickstart":
             from pyspark_gazette.quickstart import run_quickstart
 
-            return run_quickstart(data_dir=args.data_dir, events=args.events, keep=args.keep)
+            return run_quickstart(data_dir=args.data_dir, rows=args.rows, keep=args.keep)
         return args.func(args)
     except GazetteError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,173 +1,300 @@
 """The quickstart job (``pyspark-gazette quickstart``, the README's main command).
 
-Starts an embedded broker with a local ``file://`` fragment store, creates the journals of
-``conf/journals/quickstart.yaml``, appends a sample dataset of click events through the batching
-append service, reads the data back (persisted fragments straight from the store, the live tail
-through the broker), checks that every event arrived exactly once, writes an aggregate to a
-second journal, and prints a report. Exits non-zero on any failure.
+Seven steps, each timed, each checked, on one machine:
+
+1. start a quiet local[2] SparkSession (UTC, no UI; executors run ``sys.executable``);
+2. start an embedded broker with a local ``file://`` fragment store and create the journals of
+   ``conf/journals/quickstart.yaml``;
+3. write ``--rows`` generated click events with ``df.write.format("gazette")``;
+4. wait until every rolled fragment is persisted and the broker's index lists the store, so
+   the next read takes those fragments straight from the files;
+5. a typed batch aggregation (``.schema(...)``, ``groupBy("country")``) over exactly the bytes
+   step 3 wrote, compared with the same aggregation computed from the generator;
+6. an exactly-once stream (``readStream`` -> checkout clicks -> ``writeStream``,
+   ``trigger(availableNow=True)``) from the clicks to a second journal, which must then hold
+   exactly the transformed rows of the clicks journal;
+7. the same stream again from the same checkpoint, which must add nothing.
+
+The data directory (``.gazette/quickstart`` by default) is wiped at the start of every run;
+``keep=True`` (``--keep``) reuses it instead: the journals keep their earlier content, the new
+events continue the earlier ids (``state.json``), and the stream resumes from its checkpoint.
+Any failed step or check prints ``error: [step] ...`` and the job exits 1.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import pathlib
-import random
 import shutil
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 SPECS = pathlib.Path("conf/journals/quickstart.yaml")
+LOG4J = pathlib.Path("conf/log4j2.properties")
 CLICKS = "quickstart/clicks"
-BY_COUNTRY = "quickstart/clicks-by-country"
-COUNTRIES = ["US", "DE", "FR", "BR", "IN", "JP", "GB", "CA", "MX", "NG"]
-PAGES = ["/", "/search", "/product", "/cart", "/checkout", "/help", "/account"]
-DEVICES = ["mobile", "desktop", "tablet"]
+CHECKOUTS = "quickstart/checkouts"
+STEPS = 7
+#: Rows per Spark task of the write (each task is one Append; several, so progress shows, both
+#: cores work and the journal rolls into several fragments), and the fewest tasks.
+ROWS_PER_TASK = 25_000
+MIN_TASKS = 4
+
+
+class CheckFailed(Exception):
+    """A quickstart check found data that is not what was written."""
 
 
 def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def make_events(count: int, seed: int = 42, start_ts: float = 1_767_225_600.0) -> list[dict[str, Any]]:
-    """``count`` deterministic click events (the same seed gives the same data)."""
-    rng = random.Random(seed)
-    out = []
-    ts = start_ts
-    for i in range(count):
-        ts += rng.expovariate(50.0)
-        out.append(
-            {
-                "event_id": i,
-                "ts": round(ts, 3),
-                "user_id": f"u{rng.randrange(20_000):05d}",
-                "country": rng.choices(COUNTRIES, weights=(30, 12, 10, 9, 9, 8, 8, 6, 5, 3))[0],
-                "page": rng.choice(PAGES),
-                "device": rng.choice(DEVICES),
-                "duration_ms": int(rng.lognormvariate(6.5, 0.8)),
-            }
-        )
-    return out
-
-
-def _find_specs() -> pathlib.Path:
+def _repo_file(relative: pathlib.Path) -> pathlib.Path | None:
+    """``relative`` under the working directory, else under the source checkout."""
     for base in (pathlib.Path.cwd(), pathlib.Path(__file__).resolve().parents[2]):
-        if (base / SPECS).exists():
-            return base / SPECS
-    raise FileNotFoundError(f"{SPECS} not found: run the quickstart from the repository root")
+        if (base / relative).exists():
+            return base / relative
+    return None
 
 
-def run_quickstart(data_dir: str = ".gazette/quickstart", events: int = 200_000, keep: bool = False) -> int:
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import AppendService, Change, ClientConfig, JournalClient
-    from pyspark_gazette.client.specs import load_specs
+@dataclasses.dataclass
+class Steps:
+    """Numbered steps with their timings; remembers the running one for error messages."""
 
-    if events <= 0:
-        print("error: --events must be positive", file=sys.stderr)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    current: str = "setup"
+
+    @contextmanager
+    def step(self, number: int, key: str, title: str) -> Iterator[None]:
+        self.current = f"[{number}/{STEPS}] {key}"
+        _say(f"[{number}/{STEPS}] {title}")
+        t = time.perf_counter()
+        yield
+        self.timings[key] = time.perf_counter() - t
+
+
+def write_head(client: Any, journal: str) -> int:
+    return max((f.spec.end for f in client.list_fragments(journal)), default=0)
+
+
+def _state(root: pathlib.Path) -> dict[str, int]:
+    path = root / "state.json"
+    return json.loads(path.read_text()) if path.exists() else {"next_event_id": 0, "runs": 0}
+
+
+def run_quickstart(data_dir: str = ".gazette/quickstart", rows: int = 250_000, keep: bool = False) -> int:
+    """Run the quickstart; 0 when every step and check passed, 1 otherwise, 2 for bad arguments."""
+    if rows <= 0:
+        print("error: --rows must be positive", file=sys.stderr)
         return 2
     root = pathlib.Path(data_dir).resolve()
-    if root.exists() and not keep:
-        shutil.rmtree(root)
-    broker_dir, store_root = root / "broker", root / "store"
-    store_root.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
+    steps = Steps()
+    try:
+        if root.exists() and not keep:
+            _wipe(root)
+        (root / "store").mkdir(parents=True, exist_ok=True)
+        report = _run(root, rows, keep, steps)
+    except CheckFailed as e:
+        print(f"error: {steps.current}: check failed: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        print(f"error: {steps.current} failed: {_one_line(e)}", file=sys.stderr)
+        return 1
+    _print_report(report, steps, root, keep)
+    return 0
 
-    _say(f"pyspark-gazette quickstart: {events:,} click events, data in {root}")
-    with EmbeddedBroker(str(broker_dir), file_root=str(store_root)) as broker:
-        _say(f"[1/5] embedded broker listening on {broker.address} (fragment store file root {store_root})")
-        config = ClientConfig(broker.address, file_root=str(store_root))
-        with JournalClient(config) as client:
-            nodes = load_specs(_find_specs().read_text())
+
+#: Everything a quickstart run leaves in its data directory.
+OWN_ENTRIES = frozenset({"broker", "store", "checkpoints", "state.json"})
+
+
+def _wipe(root: pathlib.Path) -> None:
+    """Remove an earlier run's data directory; refuse anything else (a mistyped ``--data-dir``
+    must not delete someone's files)."""
+    if not root.is_dir():
+        raise NotADirectoryError(f"data directory {root} exists and is not a directory")
+    foreign = sorted(p.name for p in root.iterdir() if p.name not in OWN_ENTRIES)
+    if foreign:
+        raise FileExistsError(
+            f"refusing to wipe {root}: it holds {', '.join(foreign[:5])}, which a quickstart run does not write"
+        )
+    shutil.rmtree(root)
+
+
+def _one_line(e: BaseException) -> str:
+    """The gist of an error: Spark wraps a Python worker's error in its whole traceback; keep the
+    last line naming an exception of ours (it names the option, journal or offset)."""
+    text = str(e).strip() or type(e).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    ours = [ln for ln in lines if "pyspark_gazette.errors." in ln or ln.startswith("pyspark_gazette")]
+    return ours[-1] if ours else f"{type(e).__name__}: {lines[0] if lines else text}"
+
+
+def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps) -> dict[str, Any]:
+    from pyspark_gazette.broker import EmbeddedBroker
+    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+    from pyspark_gazette.client.specs import load_specs
+
+    specs = _repo_file(SPECS)
+    if specs is None:
+        raise FileNotFoundError(f"{SPECS} not found: run the quickstart from the repository root")
+    state = _state(root)
+    first_id = state["next_event_id"]
+    store = root / "store"
+    report: dict[str, Any] = {"rows": rows, "first_id": first_id}
+    _say(f"pyspark-gazette quickstart: {rows:,} click events, data in {root}{' (kept)' if keep else ''}")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors must import this very installation
+    with ExitStack() as stack:
+        # Spark first: its JVM is forked before any gRPC thread exists in this process.
+        with steps.step(1, "spark", "local[2] SparkSession"):
+            from pyspark_gazette.spark import quickstart_job as job
+
+            spark = job.start_session(_repo_file(LOG4J))
+            stack.callback(spark.stop)
+            _say(f"      Spark {spark.version}, session time zone UTC")
+        with steps.step(2, "broker", "embedded broker and journals"):
+            broker = stack.enter_context(EmbeddedBroker(str(root / "broker"), file_root=str(store)))
+            client = stack.enter_context(JournalClient(ClientConfig(broker.address, file_root=str(store))))
+            nodes = load_specs(specs.read_text())
             client.apply([Change(expect_mod_revision=-1, upsert=n.spec) for n in nodes])
-            _say(f"[2/5] applied {len(nodes)} journal specs from {SPECS}: {', '.join(n.spec.name for n in nodes)}")
+            _say(f"      broker {broker.address}, fragment store {store.as_uri()}/")
+            _say(f"      {len(nodes)} journals from {SPECS}: {', '.join(n.spec.name for n in nodes)}")
+        _run_spark(root, broker, client, state, report, steps, spark)
+    return report
 
-            t = time.perf_counter()
-            rows = make_events(events)
-            batch, step = 2_000, max(1, events // 10)
-            chunks = [
-                "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in rows[i : i + batch]).encode()
-                for i in range(0, events, batch)
-            ]
-            timings["generate"] = time.perf_counter() - t
-            payload_bytes = sum(len(c) for c in chunks)
-            t = time.perf_counter()
-            # 1 MiB batches: appends are never split, so smaller batches let the journal roll to a
-            # new fragment every ~4 MiB (its spec's length), as a steady stream of writers would.
-            service = AppendService(client.conns, max_batch_bytes=1 << 20)
-            pending = []
-            for i, chunk in zip(range(0, events, batch), chunks, strict=True):
-                pending.append(service.append(CLICKS, chunk))
-                done = min(events, i + batch)
-                if done // step != (done - batch) // step or done == events:
-                    _say(f"      appending: {100 * done // events:3d}% ({done:,}/{events:,} events)")
-            service.close()
-            commits = [aa.wait() for aa in pending]
-            spans = [c for c in commits if c is not None]
-            begin, end = min(c.begin for c in spans), max(c.end for c in spans)
-            timings["append"] = time.perf_counter() - t
-            _say(
-                f"[3/5] appended {payload_bytes / 1e6:.1f} MB in {service.rpcs} Append RPCs "
-                f"({payload_bytes / 1e6 / timings['append']:.1f} MB/s)"
-            )
 
-            broker.wait_persisted(60)
-            t = time.perf_counter()
-            counts: collections.Counter[str] = collections.Counter()
-            seen_ids = 0
-            id_sum = 0
-            with client.retry_reader(CLICKS, begin, end_offset=end, block=True) as reader:
-                buf = b""
-                while data := reader.read():
-                    buf += data
-                    lines = buf.split(b"\n")
-                    buf = lines.pop()
-                    for line in lines:
-                        event = json.loads(line)
-                        counts[event["country"]] += 1
-                        seen_ids += 1
-                        id_sum += event["event_id"]
-                direct = reader.direct_bytes
-            timings["read"] = time.perf_counter() - t
-            read_bytes = end - begin
-            frags = client.list_fragments(CLICKS)
-            persisted = [f for f in frags if f.spec.backing_store and f.spec.mod_time]
-            _say(
-                f"[4/5] read {read_bytes / 1e6:.1f} MB back: {direct / 1e6:.1f} MB straight from persisted "
-                f"fragment files, {(read_bytes - direct) / 1e6:.1f} MB of the live tail through the broker"
-            )
-            expected_sum = events * (events - 1) // 2
-            if buf or seen_ids != events or id_sum != expected_sum:
-                print(
-                    f"error: read {seen_ids} events (id sum {id_sum}) but appended {events} (id sum {expected_sum})",
-                    file=sys.stderr,
-                )
-                return 1
+def _run_spark(
+    root: pathlib.Path, broker: Any, client: Any, state: dict, report: dict, steps: Steps, spark: Any
+) -> None:
+    from pyspark_gazette.spark import quickstart_job as job
 
-            summary = "".join(
-                json.dumps({"country": c, "clicks": n, "run_ts": round(time.time(), 3)}) + "\n"
-                for c, n in sorted(counts.items())
-            )
-            agg = client.append(BY_COUNTRY, summary.encode())
-            _say(f"[5/5] wrote {len(counts)} per-country totals to {BY_COUNTRY} at [{agg.begin}, {agg.end})")
+    rows, first_id = report["rows"], report["first_id"]
+    conn = {"broker.address": broker.address, "store.fileRoot": str(root / "store")}
+    generated = job.clicks(spark, first_id, rows, max(MIN_TASKS, -(-rows // ROWS_PER_TASK)))
 
-    total = time.perf_counter() - t0
+    with steps.step(3, "write", f"df.write.format('gazette'): {rows:,} click events into {CLICKS}"):
+        begin = write_head(client, CLICKS)
+        with job.job_progress(spark, "writing", _say):
+            job.write(generated, {**conn, "journal": CLICKS})
+        end = write_head(client, CLICKS)
+        (root / "state.json").write_text(
+            json.dumps({"next_event_id": first_id + rows, "runs": state.get("runs", 0) + 1})
+        )
+        if end <= begin:
+            raise CheckFailed(f"the write head of {CLICKS} did not move from {begin}")
+        report.update(write_begin=begin, write_end=end)
+        _say(f"      {end - begin:,} bytes at offsets [{begin:,}, {end:,})")
+
+    with steps.step(4, "persist", "persisting rolled fragments to the store"):
+        if not broker.wait_persisted(120):
+            raise CheckFailed("rolled fragments were not persisted within 120 s")
+        broker.refresh(CLICKS)
+        frags = client.list_fragments(CLICKS)
+        persisted = [f for f in frags if f.spec.backing_store and f.spec.mod_time]
+        report.update(fragments=len(frags), persisted=len(persisted))
+        _say(f"      {len(persisted)} of {len(frags)} fragments persisted; the newest stays in the broker's spool")
+
+    written = {
+        **conn,
+        "journals": CLICKS,
+        "startingOffsets": json.dumps({CLICKS: begin}),
+        "endingOffsets": json.dumps({CLICKS: end}),
+        "maxPartitionBytes": "8m",
+    }
+    with steps.step(5, "aggregate", "typed batch aggregation: clicks by country, read from the journal"):
+        plan = job.planned_read(written)
+        with job.job_progress(spark, "aggregating", _say):
+            got = {
+                r["country"]: r.asDict() for r in job.by_country(job.reader(spark, written, job.CLICK_SCHEMA)).collect()
+            }
+        want = {r["country"]: r.asDict() for r in job.by_country(generated).collect()}
+        _compare_totals(got, want)
+        report.update(plan=plan, totals=got)
+        _say(
+            f"      {len(got)} countries; totals equal those of the generated data; read {plan.direct_fragments} "
+            f"fragment files directly, {plan.broker_ranges} range(s) through the broker"
+        )
+
+    source = {**conn, "journals": CLICKS, "startingOffsets": "earliest", "maxBytesPerTrigger": "8m"}
+    sink = {"broker.address": broker.address, "journal": CHECKOUTS}
+    checkpoint = str(root / "checkpoints" / "checkouts")
+    with steps.step(6, "stream", f"exactly-once stream {CLICKS} -> checkouts -> {CHECKOUTS} (AvailableNow)"):
+        b_begin = write_head(client, CHECKOUTS)
+        first = job.run_stream(spark, source, sink, checkpoint, _say)
+        b_end = write_head(client, CHECKOUTS)
+        out_rows = _check_stream(spark, job, conn)
+        report.update(stream=first, stream_bytes=b_end - b_begin, checkouts=out_rows)
+        _say(
+            f"      {first.input_rows:,} rows in, {CHECKOUTS} holds exactly the {out_rows:,} checkout rows of {CLICKS}"
+        )
+
+    with steps.step(7, "rerun", "the same stream again, from the same checkpoint"):
+        second = job.run_stream(spark, source, sink, checkpoint, _say)
+        after = write_head(client, CHECKOUTS)
+        if second.input_rows or after != b_end:
+            raise CheckFailed(f"the re-run read {second.input_rows} rows and moved {CHECKOUTS} from {b_end} to {after}")
+        report.update(rerun=second)
+        _say(f"      {second.batches} micro-batches, 0 rows: nothing new, nothing written twice")
+
+
+def _compare_totals(got: dict[str, dict], want: dict[str, dict]) -> None:
+    if set(got) != set(want):
+        raise CheckFailed(f"countries read {sorted(got)} differ from those generated {sorted(want)}")
+    for country, expected in sorted(want.items()):
+        for field, value in expected.items():
+            if got[country][field] != value:
+                raise CheckFailed(f"country {country}: {field} read {got[country][field]} but generated {value}")
+    for country, row in got.items():
+        if row["clicks"] != row["events"]:
+            raise CheckFailed(f"country {country}: {row['clicks'] - row['events']} duplicated events")
+
+
+def _check_stream(spark: Any, job: Any, conn: dict[str, str]) -> int:
+    """The checkouts journal must hold exactly ``checkouts(clicks journal)``, as multisets."""
+    expected_df = job.checkouts(job.reader(spark, {**conn, "journals": CLICKS}, job.CLICK_SCHEMA))
+    schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in expected_df.schema.fields)
+    # A few percent of the clicks: small enough to compare on the driver, in two Spark jobs.
+    expected = collections.Counter(tuple(r) for r in expected_df.collect())
+    actual = collections.Counter(tuple(r) for r in job.reader(spark, {**conn, "journals": CHECKOUTS}, schema).collect())
+    missing, extra = expected - actual, actual - expected
+    if missing or extra:
+        sample = next(iter(missing or extra))
+        raise CheckFailed(
+            f"{CHECKOUTS} lacks {sum(missing.values())} transformed rows of {CLICKS} and has "
+            f"{sum(extra.values())} rows too many (e.g. event {sample[0]})"
+        )
+    return sum(actual.values())
+
+
+def _print_report(r: dict[str, Any], steps: Steps, root: pathlib.Path, keep: bool) -> None:
+    plan, t, s1, s2 = r["plan"], steps.timings, r["stream"], r["rerun"]
+    size = r["write_end"] - r["write_begin"]
+    lines = [
+        ("rows written (df.write)", f"{r['rows']:,} ({size:,} bytes; event ids from {r['first_id']:,})"),
+        (f"fragments of {CLICKS}", f"{r['persisted']} persisted / {r['fragments'] - r['persisted']} in the spool"),
+        ("aggregation read directly from files", f"{plan.direct_fragments} fragments, {plan.direct_bytes:,} bytes"),
+        ("aggregation read through the broker", f"{plan.broker_ranges} ranges, {plan.broker_bytes:,} bytes"),
+        ("aggregation Spark partitions", f"{plan.partitions}"),
+        ("stream run 1", f"{s1.batches} micro-batches, {s1.input_rows:,} rows in"),
+        ("stream run 2 (same checkpoint)", f"{s2.batches} micro-batches, {s2.input_rows:,} rows in"),
+        (f"rows in {CHECKOUTS}", f"{r['checkouts']:,} (exactly once; run 1 added {r['stream_bytes']:,} bytes)"),
+        ("timings", ", ".join(f"{k} {v:.1f}s" for k, v in t.items())),
+        ("total time", f"{sum(t.values()):.1f}s"),
+        ("data directory", f"{root} ({'kept' if keep else 'wiped at start'}; --keep reuses it)"),
+    ]
+    width = max(len(label) for label, _ in lines)
     _say()
     _say("report")
-    _say(f"  events appended and read back exactly once : {events:,}")
-    _say(f"  bytes                                      : {read_bytes:,}")
-    _say(f"  fragments now (persisted / still local)    : {len(persisted)} / {len(frags) - len(persisted)}")
-    _say(f"  read directly from the store / via broker  : {direct:,} / {read_bytes - direct:,} bytes")
-    _say(
-        f"  generate / append / read / total time      : {timings['generate']:.2f}s / {timings['append']:.2f}s / "
-        f"{timings['read']:.2f}s / {total:.2f}s"
-    )
-    top = ", ".join(f"{c} {n:,}" for c, n in counts.most_common(3))
-    _say(f"  top countries                              : {top}")
-    _say(f"  data directory                             : {root}{' (kept)' if keep else ''}")
-    return 0
+    for label, value in lines:
+        _say(f"  {label.ljust(width)} : {value}")
+    _say(f"  clicks by country, this run:\n    {'country':8}{'clicks':>10}{'users':>8}{'avg ms':>9}")
+    for c, row in sorted(r["totals"].items(), key=lambda kv: -kv[1]["clicks"]):
+        _say(f"    {c:8}{row['clicks']:>10,}{row['users']:>8,}{row['duration_ms'] / row['clicks']:>9,.0f}")
 
 
 if __name__ == "__main__":  # pragma: no cover
