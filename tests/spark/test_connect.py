@@ -27,11 +27,17 @@ from test_stream_sink import journal_rows, multiset, registers
 from pyspark_gazette.message import NDJSON
 
 TYPED = "id LONG, country STRING, amount DOUBLE"
+NO_OPTIONS = "# filled by test_options_come_from_the_server_side\n"
 
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    server = ConnectServer(tmp_path_factory.mktemp("connect-server")).start()
+    workdir = tmp_path_factory.mktemp("connect-server")
+    # The server's options file (PYSPARK_GAZETTE_CONF), empty unless a test fills it.
+    conf = workdir / "gazette.properties"
+    conf.write_text(NO_OPTIONS)
+    server = ConnectServer(workdir, env={"PYSPARK_GAZETTE_CONF": str(conf)}).start()
+    server.options_file = conf
     try:
         yield server
     finally:
@@ -230,18 +236,26 @@ def test_option_errors_name_the_option(remote, broker, client, create_journal, t
     assert "option 'endingoffsets'" in error_text(ei.value)
 
 
-def test_the_client_environment_does_not_reach_the_source(remote, broker, client, create_journal, monkeypatch):
-    """Environment fallbacks are read where the source runs: on the server, not the client."""
+def test_options_come_from_the_server_side(remote, connect_server, broker, client, create_journal, monkeypatch):
+    """Environment variables and the options file are read where the source runs: the server."""
     from pyspark.errors import PySparkException
 
     create_journal("connect/env")
     client.append("connect/env", b'{"a":1}\n')
+    # The client's environment is not the source's: the address set here is not seen.
     monkeypatch.setenv("PYSPARK_GAZETTE_BROKER_ADDRESS", broker.address)
     monkeypatch.setenv("BROKER_ADDRESS", broker.address)
-    r = remote.read.format("gazette").option("store.fileRoot", broker.store_root)
     with pytest.raises(PySparkException) as ei:
-        r.load("connect/env").collect()
+        remote.read.format("gazette").option("store.fileRoot", broker.store_root).load("connect/env").collect()
     assert "option 'broker.address': is required" in str(ei.value)
+    # The server's options file is (the server was started with PYSPARK_GAZETTE_CONF naming it).
+    options_file = connect_server.options_file
+    options_file.write_text(f"broker.address = {broker.address}\nstore.fileRoot = {broker.store_root}\n")
+    try:
+        rows = remote.read.format("gazette").load("connect/env").collect()
+    finally:
+        options_file.write_text(NO_OPTIONS)
+    assert [(r.offset, r.value) for r in rows] == [(0, '{"a":1}')]
 
 
 def test_a_client_without_the_package_reads_by_short_name(connect_mode, broker, client, create_journal):
