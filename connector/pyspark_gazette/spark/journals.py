@@ -27,7 +27,9 @@ def resolve_journals(client: JournalClient, journals: tuple[str, ...], selector:
             except JournalNotFoundError:
                 missing.append(name)
         if missing:
-            raise OptionError("journals", f"journal(s) not found: {', '.join(map(repr, missing))}")
+            # A broker with auth answers "not found" for journals outside the token's selector too.
+            hint = " (or broker.authToken does not cover them)" if client.config.auth_token else ""
+            raise OptionError("journals", f"journal(s) not found: {', '.join(map(repr, missing))}{hint}")
     return sorted({i.name: i for i in infos}.values(), key=lambda i: i.name)
 
 
