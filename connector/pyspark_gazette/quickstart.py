@@ -197,7 +197,11 @@ def _run_spark(
         frags = client.list_fragments(CLICKS)
         persisted = [f for f in frags if f.spec.backing_store and f.spec.mod_time]
         report.update(fragments=len(frags), persisted=len(persisted))
-        _say(f"      {len(persisted)} of {len(frags)} fragments persisted; the newest stays in the broker's spool")
+        spooled = len(frags) - len(persisted)
+        _say(
+            f"      {len(persisted)} of {len(frags)} fragments persisted"
+            + (f"; {spooled} still in the broker's spool (read through the broker)" if spooled else "")
+        )
 
     written = {
         **conn,
@@ -216,8 +220,8 @@ def _run_spark(
         _compare_totals(got, want)
         report.update(plan=plan, totals=got)
         _say(
-            f"      {len(got)} countries; totals equal those of the generated data; read {plan.direct_fragments} "
-            f"fragment files directly, {plan.broker_ranges} range(s) through the broker"
+            f"      {len(got)} countries; totals equal those of the generated data; the plan read "
+            f"{plan.direct_fragments} fragment files directly, {plan.broker_ranges} range(s) through the broker"
         )
 
     source = {**conn, "journals": CLICKS, "startingOffsets": "earliest", "maxBytesPerTrigger": "8m"}
