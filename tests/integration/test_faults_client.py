@@ -141,3 +141,20 @@ def test_rate_abort_is_not_retried_without_retries(rate_broker, conns):
         append(conns, j, source, max_attempts=1)
     assert "minimum append data rate" in str(err.value) and j in str(err.value)
     assert gz.content(j) == b""
+
+
+def test_retry_reader_at_its_end_offset_is_done_without_an_rpc(gz):
+    """A read restarted exactly at ``end_offset`` (the broker died right after the last chunk)
+    ends at once: asking a broker to block at the write head would never be answered."""
+    from pyspark_gazette.client import RetryReader
+
+    j = gz.create("slow/end").name
+    gz.append(j, b"0123456789")
+    conns = Connections(ClientConfig(gz.broker.address))
+    try:
+        with RetryReader(conns, j, 10, end_offset=10, block=True) as r:
+            assert r.read() == b"" and r.eof
+        with RetryReader(conns, j, 4, end_offset=10, block=True) as r:
+            assert r.read() == b"456789" and r.read() == b"" and r.eof
+    finally:
+        conns.close()

@@ -124,6 +124,11 @@ class Reader:
         if self.eof:
             return b""
         if self._stream is None and self._direct is None:
+            if self.request.end_offset and self.offset >= self.request.end_offset:
+                # Nothing left to ask for; a blocking RPC at the write head would never answer
+                # (a retry after the broker dropped a stream right after its last chunk).
+                self.eof = True
+                return b""
             self._start()
         while True:
             if self._direct is not None:
