@@ -1,0 +1,150 @@
+"""Every notebook in ``notebooks/`` runs top to bottom in a fresh kernel (issue #6).
+
+Each notebook runs in its own Jupyter kernel started from this interpreter (the project's venv),
+with a temporary working directory, against the embedded broker the notebook starts itself
+(no broker address in the environment). Cells tagged ``databricks-only`` (``%pip install`` and
+the Python restart) are skipped: the package is installed here already. A cell error fails the
+test naming the notebook and the cell. After the notebook's own clean-up cell, one more cell
+checks that it stopped its SparkSession and its broker.
+
+One notebook also runs against an "external cluster": a broker this test starts, named by
+``BROKER_ADDRESS``, which exercises the notebooks' real-cluster branch (journals under a scratch
+prefix, deleted at the end).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import sys
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+SKIP_TAG = "databricks-only"
+#: Seconds one notebook may take in all (pytest-timeout), and one cell.
+NOTEBOOK_TIMEOUT = 600
+CELL_TIMEOUT = 300
+KERNEL = "pyspark-gazette-tests"
+#: The notebook run against an "external" broker too (all share the same set-up cell).
+EXTERNAL_NOTEBOOK = "04-flow-collection-read-committed.ipynb"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# Appended after the notebook's last cell: nothing it started may still run.
+LEFTOVERS_CHECK = """
+import socket
+
+from pyspark.sql import SparkSession
+
+assert SparkSession.getActiveSession() is None, "the notebook left its SparkSession running"
+if broker is not None:
+    try:
+        socket.create_connection(("127.0.0.1", broker.port), timeout=5).close()
+    except OSError:
+        pass
+    else:
+        raise AssertionError(f"the notebook left its broker listening on port {broker.port}")
+"""
+
+
+def _ids(path: pathlib.Path) -> str:
+    return path.stem
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, f"no notebooks in {ROOT / 'notebooks'}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
+def test_committed_without_outputs_and_with_a_databricks_install_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    assert not dirty, (
+        f"{path.name}: cells {dirty} have outputs; clear them (jupyter nbconvert --clear-output --inplace)"
+    )
+    skipped = [c.source for c in nb.cells if SKIP_TAG in c.metadata.get("tags", [])]
+    assert any(s.startswith("%pip install") for s in skipped), f"{path.name}: no {SKIP_TAG} %pip install cell"
+    assert all(c.cell_type == "code" for c in nb.cells if SKIP_TAG in c.metadata.get("tags", []))
+
+
+@pytest.fixture
+def kernel_env(tmp_path, monkeypatch):
+    """A kernelspec running this interpreter, and an environment without any broker address."""
+    spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "pyspark-gazette tests",
+        "language": "python",
+        "env": {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    for name in list(os.environ):
+        if name.startswith("PYSPARK_GAZETTE_") or name in ("BROKER_ADDRESS", "BROKER_AUTH_TOKEN"):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("GAZETTE_NOTEBOOK_STORE", raising=False)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    return cwd
+
+
+def run_notebook(path: pathlib.Path, cwd: pathlib.Path):
+    """Execute ``path`` (minus the databricks-only cells) in ``cwd``; fail naming the cell."""
+    nb = nbformat.read(path, as_version=4)
+    numbered = [(i, c) for i, c in enumerate(nb.cells) if SKIP_TAG not in c.metadata.get("tags", [])]
+    nb.cells = [c for _, c in numbered] + [nbformat.v4.new_code_cell(LEFTOVERS_CHECK)]
+    client = nbclient.NotebookClient(
+        nb, timeout=CELL_TIMEOUT, kernel_name=KERNEL, resources={"metadata": {"path": str(cwd)}}
+    )
+    try:
+        client.execute()
+    except (nbclient.exceptions.CellExecutionError, nbclient.exceptions.CellTimeoutError) as e:
+        failed = [k for k, c in enumerate(nb.cells) if any(o.output_type == "error" for o in c.get("outputs", []))]
+        k = failed[0] if failed else None
+        if k is None:
+            where = "a cell (timed out)"
+        elif k < len(numbered):
+            where = f"cell {numbered[k][0]}"
+        else:
+            where = "the leftovers check after the last cell"
+        pytest.fail(f"notebook {path.name}: {where} failed:\n{_ANSI.sub('', str(e))}", pytrace=False)
+    return nb
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(NOTEBOOK_TIMEOUT)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
+def test_notebook_runs_top_to_bottom_on_the_embedded_broker(path, kernel_env):
+    run_notebook(path, kernel_env)
+    assert not any(kernel_env.iterdir()) or all(p.name.startswith(".") for p in kernel_env.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(NOTEBOOK_TIMEOUT)
+def test_a_notebook_against_an_external_broker(kernel_env, tmp_path, monkeypatch):
+    from pyspark_gazette.broker import EmbeddedBroker
+    from pyspark_gazette.client import JournalClient
+
+    store = tmp_path / "store"
+    with EmbeddedBroker(str(tmp_path / "broker"), file_root=str(store)) as broker:
+        monkeypatch.setenv("BROKER_ADDRESS", broker.address)
+        monkeypatch.setenv("GAZETTE_NOTEBOOK_STORE", "file:///external/")
+        monkeypatch.setenv("PYSPARK_GAZETTE_STORE_FILEROOT", str(store))
+        nb = run_notebook(ROOT / "notebooks" / EXTERNAL_NOTEBOOK, kernel_env)
+        with JournalClient(broker.address) as client:
+            assert client.list_journals() == []  # the notebook deleted the journals it created
+    text = "".join(
+        o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for c in nb.cells for o in c.get("outputs", [])
+    )
+    # ... which it had created on this broker, under a scratch prefix.
+    assert f"broker: {broker.address} (external)" in text
+    assert "scratch/notebooks/" in text
