@@ -79,6 +79,12 @@ def run_batches(df, checkpoint) -> tuple[dict[int, list[str]], dict[int, tuple[i
         src = p.sources[0]
         start = json.loads(src.startOffset) if src.startOffset else None
         ranges[p.batchId] = ((start or {}).get(J, 0), json.loads(src.endOffset)[J])
+        # The write heads the source reports (AvailableNow's target, which the last batch
+        # reaches); none for a batch re-run from the offsets log.
+        latest = json.loads(src.latestOffset) if src.latestOffset else None
+        assert latest is None or latest[J] >= ranges[p.batchId][1]
+    last = json.loads(q.recentProgress[-1].sources[0].latestOffset or "null") if ranges else None
+    assert last is None or last[J] == ranges[max(ranges)][1]
     got = {
         b: [json.loads(line)["v"] for f in sorted((out / str(b)).glob("part-*")) for line in f.read_text().splitlines()]
         for b in ranges
