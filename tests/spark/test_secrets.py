@@ -157,6 +157,12 @@ def test_batch_read_plans_reprs_and_logs_hold_no_secrets(
         assert sum(b.num_rows for p in parts for b in reader.read(p)) == 80
         texts[f"partition reprs signedUrls={signed}"] = "\n".join(map(repr, parts))
 
+    # A batch write with the token (its logs and output are scanned below with the rest).
+    write_df = spark.createDataFrame([('{"w": 1}',), ('{"w": 2}',)], ["value"])
+    writer = write_df.write.format("gazette").mode("append")
+    writer.options(**{"broker.address": s3_auth_broker.address, "broker.authToken": TOKEN}).save("secrets/other")
+    texts["batch write stdout"] = capsys.readouterr().out
+
     read_opts = ReadOptions.parse(options(s3_auth_broker, journals=secret_journal))
     config = read_opts.connection.client_config()
     with JournalClient(config) as client:
@@ -249,12 +255,33 @@ def test_streaming_query_progress_and_plans_hold_no_secrets(
         .trigger(availableNow=True)
         .start()
     )
+    # The same stream into the exactly-once gazette sink, with the token.
+    sink_opts = {"broker.address": s3_auth_broker.address, "broker.authToken": TOKEN, "journal": "secrets/other"}
+    sink = (
+        stream.selectExpr("value")
+        .writeStream.format("gazette")
+        .options(**sink_opts)
+        .option("checkpointLocation", str(tmp_path / "sink-ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert sink.awaitTermination(120)
+        assert sink.exception() is None
+        sink.explain(extended=True)
+        sink_texts = {
+            "sink progress": json.dumps([json.loads(p.json) for p in sink.recentProgress]),
+            "sink query execution": sink._jsq.streamingQuery().lastExecution().toString(),
+        }
+    finally:
+        sink.stop()
     try:
         assert query.awaitTermination(120)
         assert query.exception() is None
         assert spark.table("secrets_scan").count() == 80
         query.explain(extended=True)
         texts = {
+            **sink_texts,
             "recent progress": json.dumps([json.loads(p.json) for p in query.recentProgress]),
             "last progress": str(query.lastProgress),
             "status": str(query.status),
