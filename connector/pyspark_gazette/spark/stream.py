@@ -48,6 +48,8 @@ from pyspark_gazette.errors import JournalNotFoundError
 from pyspark_gazette.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)
+#: Clients of the driver-side stream readers, by connection (see ``GazetteStreamReader._client``).
+_planner_clients: dict = {}
 
 
 def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
@@ -114,9 +116,21 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- helpers ------------------------------------------------------------------------------
 
     def _client(self):
+        """The planner process's client of this cluster, kept open (a context that does not close it).
+
+        With a 0-interval trigger Spark calls ``latestOffset`` every ~10 ms while no data arrives;
+        a new channel per call doubled each call's cost. Kept in a module-level cache, not on
+        the reader, which is pickled to the executors.
+        """
+        import contextlib
+
         from pyspark_gazette.client import JournalClient
 
-        return JournalClient(self.opts.connection.client_config(direct_reads=False))
+        key = self.opts.connection
+        client = _planner_clients.get(key)
+        if client is None:
+            client = _planner_clients[key] = JournalClient(self.opts.connection.client_config(direct_reads=False))
+        return contextlib.nullcontext(client)
 
     def _journals(self, client) -> list:
         from pyspark_gazette.spark.journals import resolve_journals
