@@ -116,3 +116,15 @@ def test_no_warning_when_the_window_reaches_the_journal_start(caplog):
         assert emitted(f, lines) == [0]
         f.finish()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_sequencer_reports_come_from_the_batch_holding_the_message_only(caplog):
+    # Producer 0's OUTSIDE message discards its pending span: the sequencer logs an error.
+    lines = journal([(0, "c"), (0, "out"), (1, "out"), (1, "out")])
+    odd = lines[1][0]
+    with caplog.at_level(logging.ERROR, logger="pyspark_gazette.message.sequencer"):
+        assert emitted(window(lines, lines[2][0], lines[3][0] + 100), lines) == [2, 3]  # a later batch
+        assert not caplog.records
+        assert emitted(window(lines, odd, lines[2][0]), lines[:2]) == [1]  # the batch holding it
+    (record,) = caplog.records
+    assert "discards a pending" in record.getMessage() and f"[{odd}, " in record.getMessage()

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
-from pyspark_gazette.message import Envelope, Flags, Outcome
+from pyspark_gazette.message import Envelope, Flags, Outcome, Sequencer
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.output import CommittedFilter
 from pyspark_gazette.spark.plan import GazettePartition, Snapshot, segments
@@ -102,6 +102,18 @@ def committed_partition(
     return CommittedStreamPartition(index, snap.name, snap.framing, tuple(segs), start, cut)
 
 
+class _Quiet(logging.Filter):
+    """Drops the sequencer's reports while ``on``: a window's messages before ``emit_from`` were
+    reported by the batch that holds them, and would be again by every later batch re-reading them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.on
+
+
 class WindowFilter(CommittedFilter):
     """Sequences a window's messages; keeps those committed at or after ``emit_from``."""
 
@@ -114,27 +126,16 @@ class WindowFilter(CommittedFilter):
         self.suspects: list[tuple[bytes, int, int]] = []
 
     def filter(self, msgs: Messages) -> Messages | None:
-        seq, emit_from = self.sequencer, self.part.emit_from
+        emit_from = self.part.emit_from
         kept: list[Envelope] = []
-        for env in self._envelopes(msgs):
-            outcome = seq.queue(env)
-            if env.clock:
-                self._first_seen.setdefault(env.producer, env.begin)
-                if env.flags == Flags.ACK_TXN and outcome.commits and env.begin >= emit_from:
-                    self._check_known(env)
-                if outcome in _KNOWN_AFTER:
-                    self._known.add(env.producer)
-            if not seq.pending_commit:
-                continue
-            emit = env.begin >= emit_from
-            rng = seq.replay_range()
-            if rng is not None:
-                # Nothing is emitted before emit_from: the sequencer's state after the commit
-                # does not depend on the replayed messages, so skip re-reading them.
-                seq.replay(self._replay(*rng) if emit else ())
-            committed = list(seq.dequeue(include_acks=False))  # drained either way: it moves the state
-            if emit:
-                kept.extend(committed)
+        quiet, seq_log = _Quiet(), logging.getLogger(Sequencer.__module__)
+        seq_log.addFilter(quiet)
+        try:
+            for env in self._envelopes(msgs):
+                quiet.on = env.begin < emit_from
+                self._sequence(env, kept)
+        finally:
+            seq_log.removeFilter(quiet)
         if not kept:
             return None
         return Messages(
@@ -142,6 +143,28 @@ class WindowFilter(CommittedFilter):
             pa.array([e.message for e in kept], pa.binary()),
             msgs.mod_time,
         )
+
+    def _sequence(self, env: Envelope, kept: list[Envelope]) -> None:
+        """Queue ``env``; add what it commits to ``kept`` when it lies at or after ``emit_from``."""
+        seq, emit_from = self.sequencer, self.part.emit_from
+        outcome = seq.queue(env)
+        if env.clock:
+            self._first_seen.setdefault(env.producer, env.begin)
+            if env.flags == Flags.ACK_TXN and outcome.commits and env.begin >= emit_from:
+                self._check_known(env)
+            if outcome in _KNOWN_AFTER:
+                self._known.add(env.producer)
+        if not seq.pending_commit:
+            return
+        emit = env.begin >= emit_from
+        rng = seq.replay_range()
+        if rng is not None:
+            # Nothing is emitted before emit_from: the sequencer's state after the commit
+            # does not depend on the replayed messages, so skip re-reading them.
+            seq.replay(self._replay(*rng) if emit else ())
+        committed = list(seq.dequeue(include_acks=False))  # drained either way: it moves the state
+        if emit:
+            kept.extend(committed)
 
     def _check_known(self, env: Envelope) -> None:
         if env.producer not in self._known and self.part.lookback_cut:
