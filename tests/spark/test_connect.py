@@ -114,6 +114,21 @@ def test_typed_read_of_journals_chosen_by_a_selector(remote, broker, client, cre
     assert sorted({r._journal for r in meta.collect()}) == ["connect/red-1", "connect/red-2"]
 
 
+def test_filter_pushdown_with_spark_conf_set_from_the_client(remote, broker, client, create_journal):
+    """``filterPushdown`` also needs a SQL conf; a client's ``spark.conf.set`` reaches the server's planner."""
+    from pyspark.errors import PySparkException
+
+    create_journal("connect/push", length=1024)
+    lines = fill(client, broker, "connect/push", batches=3, per_batch=20)
+    cut = lines[25][0]
+    query = reader(remote, broker, journals="connect/push", filterPushdown="true").load().where(f"offset >= {cut}")
+    with pytest.raises(PySparkException) as ei:  # Spark's own check, before any of our code runs
+        query.collect()
+    assert "DATA_SOURCE_PUSHDOWN_DISABLED" in str(ei.value)
+    remote.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    assert sorted(r.offset for r in query.collect()) == [o for o, _ in lines[25:]]
+
+
 def test_batch_write_from_a_client_dataframe(remote, broker, client, create_journal):
     create_journal("connect/out", length=1024)
     rows = [(i, f"user-{i % 5}", i * 0.25) for i in range(300)]
