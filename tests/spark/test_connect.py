@@ -227,6 +227,12 @@ def test_option_errors_name_the_option(remote, broker, client, create_journal, t
     with pytest.raises(PySparkException) as ei:
         reader(remote, broker, journals="connect/missing").load().collect()
     assert "connect/missing" in str(ei.value)
+    # A task's error, raised in an executor's Python worker, reaches the client whole.
+    create_journal("connect/bad")
+    client.append("connect/bad", b'{"id":1}\n{"id":"x"}\n')
+    with pytest.raises(PySparkException) as ei:
+        reader(remote, broker, journals="connect/bad", mode="FAILFAST").schema("id LONG").load().collect()
+    assert "connect/bad" in str(ei.value) and "message at offset 9" in str(ei.value)
 
     df = remote.createDataFrame([("x",)], "value string")
     with pytest.raises(PySparkException) as ei:
