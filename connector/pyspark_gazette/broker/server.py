@@ -20,7 +20,7 @@ from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal
 from pyspark_gazette.broker.specs import SpecError, validate_apply, validate_journal_name
-from pyspark_gazette.errors import StoreURLError, redact_url
+from pyspark_gazette.errors import FragmentError, FragmentNotFoundError, StoreError, StoreURLError, redact_url
 from pyspark_gazette.fragments import FragmentRef, open_decompressor, parse_store_url
 from pyspark_gazette.protocol import MAX_READ_CHUNK, pb, pb_grpc
 from pyspark_gazette.protocol.labels import matches, validate_selector
@@ -252,23 +252,33 @@ class JournalServicer(pb_grpc.JournalServicer):
         store = self.core.stores.get(frag.backing_store)
         try:
             raw = store.open_raw(frag)
+        except FragmentNotFoundError as e:  # deleted or pruned under the index: it stays gone
+            context.abort(grpc.StatusCode.DATA_LOSS, redact_url(f"opening fragment {frag.describe()}: {e}"))
         except Exception as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, redact_url(f"opening fragment {frag.describe()}: {e}"))
+        pos = offset
         try:
-            reader = open_decompressor(frag.codec, raw)
-            skip = offset - frag.begin
-            while skip:
-                block = reader.read(min(skip, 1 << 20))
-                if not block:
-                    break
-                skip -= len(block)
-            pos = offset
-            while pos < stop and not skip:
-                data = reader.read(min(MAX_READ_CHUNK, stop - pos))
-                if not data:
-                    break
-                yield pb.ReadResponse(offset=pos, content=data)
-                pos += len(data)
+            try:
+                reader = open_decompressor(frag.codec, raw)
+                skip = offset - frag.begin
+                while skip:
+                    block = reader.read(min(skip, 1 << 20))
+                    if not block:
+                        break
+                    skip -= len(block)
+                while pos < stop and not skip:
+                    data = reader.read(min(MAX_READ_CHUNK, stop - pos))
+                    if not data:
+                        break
+                    yield pb.ReadResponse(offset=pos, content=data)
+                    pos += len(data)
+            except (FragmentError, EOFError) as e:
+                # Corrupt stored bytes: DATA_LOSS, which readers do not retry (it never heals).
+                what = f"reading fragment {frag.describe()} at offset {pos}: {type(e).__name__}: {e}"
+                context.abort(grpc.StatusCode.DATA_LOSS, redact_url(what))
+            except (StoreError, OSError) as e:  # the store failed: worth a retry
+                what = f"reading fragment {frag.describe()} at offset {pos}: {type(e).__name__}: {e}"
+                context.abort(grpc.StatusCode.UNAVAILABLE, redact_url(what))
             if pos < stop:
                 context.abort(grpc.StatusCode.DATA_LOSS, f"fragment {frag.describe()} ended at {pos}, before {stop}")
         finally:

@@ -375,6 +375,8 @@ def _retried_read_error(e: GazetteError) -> bool:
 
     if isinstance(e, (FragmentError, ProtocolError, AuthError)):
         return False  # an auth refusal repeats until the token changes
+    if isinstance(e, TransportError) and e.code == "DATA_LOSS":
+        return False  # the broker found stored content corrupt or short: it stays so
     if isinstance(e, StoreError):
         return True
     return isinstance(e, (StatusError, TransportError))

@@ -33,6 +33,7 @@ from pyspark_gazette.errors import (
     OffsetJumpError,
     OffsetNotYetAvailableError,
     StoreError,
+    TransportError,
 )
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.plan import GazettePartition, Segment
@@ -242,9 +243,11 @@ def partition_messages(part: GazettePartition, opts: ReadOptions) -> Iterator[Me
             for msgs in segment_messages(seg, part.framing, opts):
                 yield msgs
                 done = msgs.end if msgs.end >= 0 else msgs.offsets[len(msgs.offsets) - 1].as_py() + 1
-        except (FragmentError, StoreError, OffsetJumpError, FramingError) as e:
+        except (FragmentError, StoreError, OffsetJumpError, FramingError, TransportError) as e:
+            if isinstance(e, TransportError) and e.code != "DATA_LOSS":
+                raise  # a proxied read's DATA_LOSS is the broker's report of a damaged fragment
             if opts.fail_on_data_loss:
-                if isinstance(e, (FragmentError, OffsetJumpError)):
+                if isinstance(e, (FragmentError, OffsetJumpError, TransportError)):
                     raise
                 raise type(e)(f"journal {seg.journal!r}, offsets [{seg.begin}, {seg.end}): {e}") from e
             LOSS_COUNTER.add(seg.end - done)
