@@ -1,7 +1,7 @@
 """Every notebook in ``notebooks/`` runs top to bottom in a fresh kernel (issue #6).
 
 Each notebook runs in its own Jupyter kernel started from this interpreter (the project's venv),
-with a temporary working directory, against the embedded broker the notebook starts itself
+with a temporary working directory (and ``TMPDIR``), against the embedded broker the notebook starts itself
 (no broker address in the environment). Cells tagged ``databricks-only`` (``%pip install`` and
 the Python restart) are skipped: the package is installed here already. A cell error fails the
 test naming the notebook and the cell. After the notebook's own clean-up cell, one more cell
@@ -92,6 +92,9 @@ def kernel_env(tmp_path, monkeypatch):
         if name.startswith("PYSPARK_GAZETTE_") or name in ("BROKER_ADDRESS", "BROKER_AUTH_TOKEN"):
             monkeypatch.delenv(name)
     monkeypatch.delenv("GAZETTE_NOTEBOOK_STORE", raising=False)
+    # The notebooks' scratch directories (tempfile) go under tmp_path too.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     return cwd
@@ -125,7 +128,9 @@ def run_notebook(path: pathlib.Path, cwd: pathlib.Path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
 def test_notebook_runs_top_to_bottom_on_the_embedded_broker(path, kernel_env):
     run_notebook(path, kernel_env)
-    assert not any(kernel_env.iterdir()) or all(p.name.startswith(".") for p in kernel_env.iterdir())
+    assert sorted(p.name for p in kernel_env.iterdir()) == [], "the notebook wrote into its working directory"
+    scratch = sorted(p.name for p in (kernel_env.parent / "tmp").glob("gazette-notebook-*"))
+    assert scratch == [], "the notebook did not remove its scratch directory"
 
 
 @pytest.mark.slow
