@@ -153,3 +153,40 @@ def test_a_notebook_against_an_external_broker(kernel_env, tmp_path, monkeypatch
     # ... which it had created on this broker, under a scratch prefix.
     assert f"broker: {broker.address} (external)" in text
     assert "scratch/notebooks/" in text
+
+
+def _write_notebook(path: pathlib.Path, cells: list) -> pathlib.Path:
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_runner_names_the_failing_cell_and_skips_databricks_only_cells(kernel_env, tmp_path):
+    v4 = nbformat.v4
+    databricks = v4.new_code_cell("raise RuntimeError('a databricks-only cell ran')")
+    databricks.metadata["tags"] = [SKIP_TAG]
+    path = _write_notebook(
+        tmp_path / "bad.ipynb",
+        [
+            v4.new_markdown_cell("# bad"),
+            databricks,
+            v4.new_code_cell("x = 1"),
+            v4.new_code_cell("raise ValueError('boom')"),
+        ],
+    )
+    with pytest.raises(pytest.fail.Exception) as ei:
+        run_notebook(path, kernel_env)
+    assert "notebook bad.ipynb: cell 3 failed" in str(ei.value) and "boom" in str(ei.value)
+
+
+def test_the_runner_fails_a_notebook_that_leaves_its_broker_running(kernel_env, tmp_path):
+    v4 = nbformat.v4
+    start = (
+        "from pyspark_gazette.broker import EmbeddedBroker\n"
+        f"broker = EmbeddedBroker({str(tmp_path / 'leftover')!r}).start()"
+    )
+    path = _write_notebook(tmp_path / "leaky.ipynb", [v4.new_code_cell(start)])
+    with pytest.raises(pytest.fail.Exception) as ei:
+        run_notebook(path, kernel_env)
+    assert "the leftovers check after the last cell failed" in str(ei.value)
+    assert "left its broker listening" in str(ei.value)
