@@ -9,8 +9,9 @@
     when each arrives. Reports p50 and p99 of append-to-visible time (goal: p50 under 1 s) and
     Spark's per-batch phases. Same-run baselines: Spark's floor per micro-batch, for
     ``rate-micro-batch -> noop`` (JVM only) and ``tick -> tick`` (the smallest Python source
-    and sink, :mod:`stream_floor`). A message waits on average half a batch for the next one
-    to start, then one batch: latency is about 1.5 batch times.
+    and sink, :mod:`stream_floor`); then our sink alone (``tick -> gazette``) and our source
+    alone (``gazette -> noop``, fed one message per interval). A message waits for the running
+    batch to end, then one batch: latency is 1-1.5 batch times.
 (2) Catch-up: a backlog of ``--backlog-mib`` MiB of ndjson in journal C (ZSTANDARD fragments,
     persisted; a 16 MiB block of click events repeated) is read by a streaming query with
     ``Trigger.AvailableNow`` into the noop sink, and by a batch read of the same bytes into the
@@ -81,7 +82,9 @@ def latency(spark, broker, client, store: str, work: str, args) -> None:  # type
                 buf += data
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
-                    arrived.setdefault(json.loads(line)["seq"], now)
+                    seq = json.loads(line)["seq"]
+                    if seq >= 0:  # not a warm-up message
+                        arrived.setdefault(seq, now)
         done.set()
 
     reader = threading.Thread(target=consume, daemon=True)
@@ -100,18 +103,40 @@ def latency(spark, broker, client, store: str, work: str, args) -> None:  # type
         f"p99 {p99 * 1000:.0f} ms (goal p50 < 1000 ms: {'met' if p50 < 1 else 'MISSED'})"
     )
     say("    " + describe("gazette -> gazette", ours))
-    for src, dst in (("rate-micro-batch", "noop"), ("tick", "tick")):
+    ours_src = {"broker.address": broker.address, "store.fileRoot": store, "journals": "bench/a"}
+    ours_sink = {"broker.address": broker.address, "journal": "bench/b2"}
+    runs = [
+        ("floor", "rate-micro-batch", "noop", None, None),
+        ("floor", "tick", "tick", None, None),
+        # Attribution: our sink alone after the Python source floor, our source alone into noop.
+        ("sink alone", "tick", "gazette", None, ours_sink),
+        ("source alone", "gazette", "noop", ours_src, None),
+    ]
+    for what, src, dst, src_opts, dst_opts in runs:
+        stop = threading.Event()
+        feeder = threading.Thread(target=feed, args=(client, stop, args.interval), daemon=True)
+        if src == "gazette":
+            feeder.start()
         try:
-            m = run_floor(spark, src, dst, os.path.join(work, f"ckpt-{src}-{dst}"), args.floor_seconds)
-        except Exception as e:  # a loaded machine can fail a worker start; report it, go on
-            say(f"    floor {src} -> {dst}: failed: {str(e).splitlines()[0]}")
-            continue
-        say("    " + describe(f"floor {src} -> {dst}", m))
-        if m and ours:
-            say(
-                f"    ~1.5 x floor batch = {1.5 * m['triggerExecution']:.0f} ms latency floor; "
-                f"our batch / floor batch = {ours['triggerExecution'] / m['triggerExecution']:.2f}"
+            m = run_floor(
+                spark, src, dst, os.path.join(work, f"ckpt-{src}-{dst}"), args.floor_seconds, src_opts, dst_opts
             )
+        except Exception as e:  # a loaded machine can fail a worker start; report it, go on
+            say(f"    {what} {src} -> {dst}: failed: {str(e).splitlines()[0]}")
+            continue
+        finally:
+            stop.set()
+        say("    " + describe(f"{what} {src} -> {dst}", m))
+        if m and ours:
+            say(f"    our batch / this batch = {ours['triggerExecution'] / m['triggerExecution']:.2f}")
+
+
+def feed(client, stop: threading.Event, interval: float) -> None:  # type: ignore[no-untyped-def]
+    """Append one message to journal A every ``interval`` seconds until ``stop``."""
+    seq = 0
+    while not stop.wait(interval):
+        client.append("bench/a", json.dumps({"seq": -1000 - seq}).encode() + b"\n")
+        seq += 1
 
 
 def catchup(spark, broker, client, store: str, work: str, args) -> None:  # type: ignore[no-untyped-def]
@@ -244,6 +269,7 @@ def main() -> int:
                 [
                     Change(0, upsert=spec("bench/a")),
                     Change(0, upsert=spec("bench/b")),
+                    Change(0, upsert=spec("bench/b2")),
                     Change(0, upsert=spec("bench/c", args.fragment_mib << 20)),
                 ]
             )

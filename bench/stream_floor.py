@@ -91,14 +91,23 @@ def batch_medians(progress: list[dict], skip: int = 2) -> dict[str, float]:
     return out
 
 
-def run_floor(spark, fmt_in: str, fmt_out: str, checkpoint: str, seconds: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def run_floor(  # type: ignore[no-untyped-def]
+    spark,
+    fmt_in: str,
+    fmt_out: str,
+    checkpoint: str,
+    seconds: float,
+    source_options: dict[str, str] | None = None,
+    sink_options: dict[str, str] | None = None,
+) -> dict[str, float]:
     """Run ``fmt_in -> fmt_out`` with a 0-interval trigger for ``seconds`` after its first batch."""
-    reader = spark.readStream.format(fmt_in)
+    reader = spark.readStream.format(fmt_in).options(**(source_options or {}))
     if fmt_in == "rate-micro-batch":
         reader = reader.option("rowsPerBatch", 1)
     query = (
         reader.load()
         .writeStream.format(fmt_out)
+        .options(**(sink_options or {}))
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime="0 seconds")
         .start()
