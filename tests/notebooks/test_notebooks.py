@@ -75,8 +75,9 @@ def test_committed_without_outputs_and_with_a_databricks_install_cell(path):
 
 
 @pytest.fixture
-def kernel_env(tmp_path, monkeypatch):
-    """A kernelspec running this interpreter, and an environment without any broker address."""
+def kernel_cwd(tmp_path, monkeypatch):
+    """A kernelspec running this interpreter, an environment without any broker address, and the
+    temporary working directory the kernel starts in (returned)."""
     spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
     spec = {
@@ -126,16 +127,16 @@ def run_notebook(path: pathlib.Path, cwd: pathlib.Path):
 @pytest.mark.slow
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
-def test_notebook_runs_top_to_bottom_on_the_embedded_broker(path, kernel_env):
-    run_notebook(path, kernel_env)
-    assert sorted(p.name for p in kernel_env.iterdir()) == [], "the notebook wrote into its working directory"
-    scratch = sorted(p.name for p in (kernel_env.parent / "tmp").glob("gazette-notebook-*"))
+def test_notebook_runs_top_to_bottom_on_the_embedded_broker(path, kernel_cwd):
+    run_notebook(path, kernel_cwd)
+    assert sorted(p.name for p in kernel_cwd.iterdir()) == [], "the notebook wrote into its working directory"
+    scratch = sorted(p.name for p in (kernel_cwd.parent / "tmp").glob("gazette-notebook-*"))
     assert scratch == [], "the notebook did not remove its scratch directory"
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT)
-def test_a_notebook_against_an_external_broker(kernel_env, tmp_path, monkeypatch):
+def test_a_notebook_against_an_external_broker(kernel_cwd, tmp_path, monkeypatch):
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import JournalClient
 
@@ -144,7 +145,7 @@ def test_a_notebook_against_an_external_broker(kernel_env, tmp_path, monkeypatch
         monkeypatch.setenv("BROKER_ADDRESS", broker.address)
         monkeypatch.setenv("GAZETTE_NOTEBOOK_STORE", "file:///external/")
         monkeypatch.setenv("PYSPARK_GAZETTE_STORE_FILEROOT", str(store))
-        nb = run_notebook(ROOT / "notebooks" / EXTERNAL_NOTEBOOK, kernel_env)
+        nb = run_notebook(ROOT / "notebooks" / EXTERNAL_NOTEBOOK, kernel_cwd)
         with JournalClient(broker.address) as client:
             assert client.list_journals() == []  # the notebook deleted the journals it created
     text = "".join(
@@ -161,7 +162,7 @@ def _write_notebook(path: pathlib.Path, cells: list) -> pathlib.Path:
     return path
 
 
-def test_the_runner_names_the_failing_cell_and_skips_databricks_only_cells(kernel_env, tmp_path):
+def test_the_runner_names_the_failing_cell_and_skips_databricks_only_cells(kernel_cwd, tmp_path):
     v4 = nbformat.v4
     databricks = v4.new_code_cell("raise RuntimeError('a databricks-only cell ran')")
     databricks.metadata["tags"] = [SKIP_TAG]
@@ -175,11 +176,11 @@ def test_the_runner_names_the_failing_cell_and_skips_databricks_only_cells(kerne
         ],
     )
     with pytest.raises(pytest.fail.Exception) as ei:
-        run_notebook(path, kernel_env)
+        run_notebook(path, kernel_cwd)
     assert "notebook bad.ipynb: cell 3 failed" in str(ei.value) and "boom" in str(ei.value)
 
 
-def test_the_runner_fails_a_notebook_that_leaves_its_broker_running(kernel_env, tmp_path):
+def test_the_runner_fails_a_notebook_that_leaves_its_broker_running(kernel_cwd, tmp_path):
     v4 = nbformat.v4
     start = (
         "from pyspark_gazette.broker import EmbeddedBroker\n"
@@ -187,6 +188,6 @@ def test_the_runner_fails_a_notebook_that_leaves_its_broker_running(kernel_env, 
     )
     path = _write_notebook(tmp_path / "leaky.ipynb", [v4.new_code_cell(start)])
     with pytest.raises(pytest.fail.Exception) as ei:
-        run_notebook(path, kernel_env)
+        run_notebook(path, kernel_cwd)
     assert "the leftovers check after the last cell failed" in str(ei.value)
     assert "left its broker listening" in str(ei.value)
