@@ -27,13 +27,13 @@ test-unit: $(STAMP)  ## only the unit tests
 	$(PY) -m pytest tests/unit
 
 lint: $(STAMP)  ## ruff lint + format check, mypy on the package
-	$(VENV)/bin/ruff check connector tests tools bench
-	$(VENV)/bin/ruff format --check connector tests tools bench
+	$(VENV)/bin/ruff check connector tests tools bench notebooks
+	$(VENV)/bin/ruff format --check connector tests tools bench notebooks
 	$(VENV)/bin/mypy connector/pyspark_gazette
 
 format: $(STAMP)  ## apply ruff fixes and formatting
-	$(VENV)/bin/ruff check --fix connector tests tools bench
-	$(VENV)/bin/ruff format connector tests tools bench
+	$(VENV)/bin/ruff check --fix connector tests tools bench notebooks
+	$(VENV)/bin/ruff format connector tests tools bench notebooks
 
 protocol: $(STAMP)  ## regenerate the protocol stubs from protocol.proto
 	$(PY) tools/gen_protocol.py
