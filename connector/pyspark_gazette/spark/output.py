@@ -169,10 +169,4 @@ class CommittedFilter:
 
     def filter(self, msgs: Messages) -> Messages | None:
         committed = list(self.sequencer.sequence(self._envelopes(msgs), self._replay, include_acks=False))
-        if not committed:
-            return None
-        return Messages(
-            pa.array([e.begin for e in committed], pa.int64()),
-            pa.array([e.message for e in committed], pa.binary()),
-            msgs.mod_time,
-        )
+        return Messages.of_envelopes(committed, msgs.mod_time)

@@ -149,6 +149,17 @@ class Messages:
     def __init__(self, offsets: pa.Array, values: pa.Array, mod_time: int, end: int = -1):
         self.offsets, self.values, self.mod_time, self.end = offsets, values, mod_time, end
 
+    @classmethod
+    def of_envelopes(cls, envelopes: list, mod_time: int) -> Messages | None:
+        """The messages of sequenced envelopes (read-committed output), or None if there are none."""
+        if not envelopes:
+            return None
+        return cls(
+            pa.array([e.begin for e in envelopes], pa.int64()),
+            pa.array([e.message for e in envelopes], pa.binary()),
+            mod_time,
+        )
+
 
 def segment_messages(seg: Segment, framing: str, opts: ReadOptions) -> Iterator[Messages]:
     """Messages beginning in ``[seg.begin, seg.end)``, in order, in Arrow pieces."""

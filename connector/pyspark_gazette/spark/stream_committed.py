@@ -136,13 +136,7 @@ class WindowFilter(CommittedFilter):
                 self._sequence(env, kept)
         finally:
             seq_log.removeFilter(quiet)
-        if not kept:
-            return None
-        return Messages(
-            pa.array([e.begin for e in kept], pa.int64()),
-            pa.array([e.message for e in kept], pa.binary()),
-            msgs.mod_time,
-        )
+        return Messages.of_envelopes(kept, msgs.mod_time)
 
     def _sequence(self, env: Envelope, kept: list[Envelope]) -> None:
         """Queue ``env``; add what it commits to ``kept`` when it lies at or after ``emit_from``."""
