@@ -282,7 +282,7 @@ def _print_report(r: dict[str, Any], steps: Steps, root: pathlib.Path, keep: boo
         ("rows written (df.write)", f"{r['rows']:,} ({size:,} bytes; event ids from {r['first_id']:,})"),
         (f"fragments of {CLICKS}", f"{r['persisted']} persisted / {r['fragments'] - r['persisted']} in the spool"),
         ("aggregation read directly from files", f"{plan.direct_fragments} fragments, {plan.direct_bytes:,} bytes"),
-        ("aggregation read through the broker", f"{plan.broker_ranges} ranges, {plan.broker_bytes:,} bytes"),
+        ("aggregation read through the broker", f"{plan.broker_ranges} range(s), {plan.broker_bytes:,} bytes"),
         ("aggregation Spark partitions", f"{plan.partitions}"),
         ("stream run 1", f"{s1.batches} micro-batches, {s1.input_rows:,} rows in"),
         ("stream run 2 (same checkpoint)", f"{s2.batches} micro-batches, {s2.input_rows:,} rows in"),
