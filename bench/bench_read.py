@@ -72,12 +72,12 @@ def main() -> int:
     args = p.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from benchlib import local_spark, ndjson_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
-    from pyspark_gazette.protocol import label_set, pb
+    from pyspark_gazette.protocol import pb
 
     work = tempfile.mkdtemp(prefix="bench-read-", dir=os.environ.get("BENCH_TMP", HERE))
     try:
@@ -87,19 +87,10 @@ def main() -> int:
         with EmbeddedBroker(os.path.join(work, "broker"), file_root=store) as broker:
             client = JournalClient(ClientConfig(broker.address, file_root=store))
 
-            def spec(name: str, length: int) -> pb.JournalSpec:
-                s = pb.JournalSpec(name=name, replication=1)
-                s.labels.CopyFrom(label_set({"content-type": "application/x-ndjson"}))
-                s.fragment.length = length
-                s.fragment.compression_codec = pb.ZSTANDARD
-                s.fragment.stores.append("file:///bench/")
-                s.fragment.refresh_interval.seconds = 3600
-                return s
-
             client.apply(
                 [
-                    Change(0, upsert=spec("bench/events", args.fragment_mib << 20)),
-                    Change(0, upsert=spec("bench/many", 1024)),
+                    Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20)),
+                    Change(0, upsert=ndjson_spec("bench/many", 1024)),
                 ]
             )
             t = time.perf_counter()
@@ -122,15 +113,13 @@ def main() -> int:
                 f"(+{len(frags) - len(persisted)} live), loaded in {load_s:.1f}s"
             )
 
-            spark = (
-                SparkSession.builder.master("local[2]")
-                .config("spark.ui.enabled", "false")
-                .config("spark.sql.session.timeZone", "UTC")
-                .config("spark.driver.memory", "4g")
-                .config("spark.sql.files.maxPartitionBytes", str(args.fragment_mib << 20))
-                .getOrCreate()
+            spark = local_spark(
+                **{
+                    "spark.sql.session.timeZone": "UTC",
+                    "spark.driver.memory": "4g",
+                    "spark.sql.files.maxPartitionBytes": args.fragment_mib << 20,
+                }
             )
-            spark.sparkContext.setLogLevel("ERROR")
 
             def gz(**opts):
                 r = (

@@ -233,22 +233,13 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sys.path.insert(0, HERE)  # stream_floor, bench_read; the workers need stream_floor too
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
-    from pyspark.sql import SparkSession
-
+    from benchlib import local_spark, ndjson_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
-    from pyspark_gazette.protocol import label_set, pb
     from stream_floor import TickDataSource
 
     # Spark (a forked JVM) before the in-process broker's gRPC threads exist.
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark(**{"spark.sql.shuffle.partitions": 2, "spark.driver.memory": "4g"})
     spark.dataSource.register(TickDataSource)
     work = tempfile.mkdtemp(prefix="bench-stream-", dir=os.environ.get("BENCH_TMP", HERE))
     store = os.path.join(work, "store")
@@ -256,21 +247,12 @@ def main() -> int:
         with EmbeddedBroker(os.path.join(work, "broker"), file_root=store) as broker:
             client = JournalClient(ClientConfig(broker.address, file_root=store))
 
-            def spec(name: str, length: int = 64 << 20) -> pb.JournalSpec:
-                s = pb.JournalSpec(name=name, replication=1)
-                s.labels.CopyFrom(label_set({"content-type": "application/x-ndjson"}))
-                s.fragment.length = length
-                s.fragment.compression_codec = pb.ZSTANDARD
-                s.fragment.stores.append("file:///bench/")
-                s.fragment.refresh_interval.seconds = 3600
-                return s
-
             client.apply(
                 [
-                    Change(0, upsert=spec("bench/a")),
-                    Change(0, upsert=spec("bench/b")),
-                    Change(0, upsert=spec("bench/b2")),
-                    Change(0, upsert=spec("bench/c", args.fragment_mib << 20)),
+                    Change(0, upsert=ndjson_spec("bench/a", 64 << 20)),
+                    Change(0, upsert=ndjson_spec("bench/b", 64 << 20)),
+                    Change(0, upsert=ndjson_spec("bench/b2", 64 << 20)),
+                    Change(0, upsert=ndjson_spec("bench/c", args.fragment_mib << 20)),
                 ]
             )
             if "latency" in parts:

@@ -101,17 +101,12 @@ def run(name: str, fn, parts, rows: int, nbytes: int, repeat: int) -> float:
 
 
 def spark_json(lines: list[bytes], repeat: int) -> float:
-    from pyspark.sql import SparkSession
+    from benchlib import local_spark
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.files.maxPartitionBytes", str(1 << 30))
-        .getOrCreate()
+    spark = local_spark(
+        "local[1]", **{"spark.sql.session.timeZone": "UTC", "spark.sql.files.maxPartitionBytes": 1 << 30}
     )
-    spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "clicks.json")
         with open(path, "wb") as f:

@@ -85,31 +85,17 @@ def main() -> None:
     args = ap.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
+    from benchlib import local_spark, ndjson_spec
     from pyspark_gazette.broker.main import spawn_broker
     from pyspark_gazette.client import Change, JournalClient
-    from pyspark_gazette.protocol import label_set, pb
 
     tmp = tempfile.mkdtemp(prefix="bench-write-")
     broker, address = spawn_broker(os.path.join(tmp, "broker"), os.path.join(tmp, "store"))
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "6g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark(**{"spark.driver.memory": "6g", "spark.sql.session.timeZone": "UTC"})
     try:
         df = click_events(spark, args.rows, args.partitions).cache()
         t_gen = timed(df.count)
-        spec = pb.JournalSpec(name="bench/clicks", replication=1)
-        spec.labels.CopyFrom(label_set({"content-type": "application/x-ndjson"}))
-        spec.fragment.length = 128 * MiB
-        spec.fragment.compression_codec = pb.ZSTANDARD
-        spec.fragment.stores.append("file:///store/")
-        spec.fragment.refresh_interval.seconds = 60
+        spec = ndjson_spec("bench/clicks", 128 * MiB, store="file:///store/", refresh_seconds=60)
         with JournalClient(address) as client:
             client.apply([Change(expect_mod_revision=0, upsert=spec)])
 
