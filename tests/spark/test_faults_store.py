@@ -15,6 +15,7 @@ exactly as Spark does.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -152,9 +153,9 @@ def test_corruption_of_a_raw_fragment_is_invisible_without_sha1_verification(spa
     assert len(got) == len(expected) and len(changed) == 1 and ref.begin <= changed[0] < ref.end
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("status", [503, 500])
-def test_s3_throttling_and_errors_mid_read_are_retried(spark, tmp_path, s3_server, s3_bucket, status):
+@contextlib.contextmanager
+def s3_journal_behind_proxy(tmp_path, s3_server, s3_bucket, journal: str, *, batches: int, per_batch: int):
+    """A broker persisting ``journal`` to moto S3, filled; yields (broker, client, proxy, expected rows)."""
     from conftest import make_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, JournalClient
@@ -165,9 +166,20 @@ def test_s3_throttling_and_errors_mid_read_are_retried(spark, tmp_path, s3_serve
         JournalClient(broker.address) as client,
         FaultProxy(s3_server) as proxy,
     ):
-        client.apply([Change(0, upsert=make_spec("s3f/a", store=store, length=1024))])
+        client.apply([Change(0, upsert=make_spec(journal, store=store, length=1024))])
         broker.store_root = str(tmp_path)
-        expected = fill(client, broker, "s3f/a", batches=4, per_batch=25)
+        yield broker, client, proxy, fill(client, broker, journal, batches=batches, per_batch=per_batch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("status", [503, 500])
+def test_s3_throttling_and_errors_mid_read_are_retried(spark, tmp_path, s3_server, s3_bucket, status):
+    with s3_journal_behind_proxy(tmp_path, s3_server, s3_bucket, "s3f/a", batches=4, per_batch=25) as (
+        broker,
+        _,
+        proxy,
+        expected,
+    ):
         proxy.fail_next(3, "/s3f/a/", status)
         df = (
             spark.read.format("gazette")
@@ -227,20 +239,13 @@ def test_damage_after_planning_is_counted_and_logged(broker, client, create_jour
 
 def test_s3_errors_that_outlast_the_retries_name_the_fragment(tmp_path, s3_server, s3_bucket, monkeypatch, caplog):
     """A store that keeps failing: an error naming journal, offsets and fragment, or a skip."""
-    from conftest import make_spec
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import Change, JournalClient
-
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's own retries; s3fs still retries
-    store = f"s3://{s3_bucket}/gz/?endpoint={s3_server}&region=us-east-1"
-    with (
-        EmbeddedBroker(str(tmp_path / "b")) as broker,
-        JournalClient(broker.address) as client,
-        FaultProxy(s3_server) as proxy,
+    with s3_journal_behind_proxy(tmp_path, s3_server, s3_bucket, "s3g/a", batches=5, per_batch=30) as (
+        broker,
+        client,
+        proxy,
+        expected,
     ):
-        client.apply([Change(0, upsert=make_spec("s3g/a", store=store, length=1024))])
-        broker.store_root = str(tmp_path)
-        expected = fill(client, broker, "s3g/a", batches=5, per_batch=30)
         broker.refresh("s3g/a")
         refs = [FragmentRef.from_proto(f.spec) for f in client.list_fragments("s3g/a")]
         ref = [r for r in refs if r.backing_store][1]  # noqa: RUF015
