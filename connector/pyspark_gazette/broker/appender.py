@@ -27,13 +27,13 @@ import grpc
 
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal, apply_registers
-from pyspark_gazette.broker.specs import SpecError, validate_journal_name
-from pyspark_gazette.protocol import pb, sha1sum_from_digest
+from pyspark_gazette.broker.specs import check_journal_field, journal_name
+from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb, sha1sum_from_digest
 from pyspark_gazette.protocol.labels import validate_label_set, validate_selector
 
 log = logging.getLogger(__name__)
 
-RATE_ERROR = "client stream didn't sustain the minimum append data rate"
+RATE_ERROR = f"client stream {RATE_ABORT_TEXT}"
 INITIAL_CREDIT_SECONDS = 1.0
 BUFFERED_MESSAGES = 8
 FULL = pb.JournalSpec.Suspend.FULL
@@ -165,10 +165,7 @@ def _serve(
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first AppendRequest must name the journal")
     if req.offset < 0:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid append offset {req.offset}")
-    try:
-        validate_journal_name(req.journal.split(";", 1)[0])
-    except SpecError as e:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"journal: {e}")
+    check_journal_field(req.journal, context)
     try:
         if req.HasField("check_registers"):
             validate_selector(req.check_registers)
@@ -177,7 +174,7 @@ def _serve(
                 validate_label_set(getattr(req, field))
     except ValueError as e:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"registers: {e}")
-    name = req.journal.split(";", 1)[0]
+    name = journal_name(req.journal)
     journal = core.journal(name)
     if journal is None or (covers is not None and not covers(journal)):
         return pb.AppendResponse(status=pb.JOURNAL_NOT_FOUND, header=headers.header())

@@ -33,7 +33,7 @@ from typing import Any
 
 from pyspark_gazette.errors import AuthError
 from pyspark_gazette.protocol import pb
-from pyspark_gazette.protocol.labels import matches, parse_selector, validate_selector
+from pyspark_gazette.protocol.labels import matches, to_selector, validate_selector
 
 #: Capability bits (Gazette's ``pb.Capability``). Applications may use bits from 1 << 16.
 LIST, APPLY, READ, APPEND, REPLICATE = 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5
@@ -210,14 +210,6 @@ def selector_from_json(value: Any) -> pb.LabelSelector:
     return sel
 
 
-def _selector(value: str | pb.LabelSelector | None) -> pb.LabelSelector:
-    if value is None:
-        return pb.LabelSelector()
-    if isinstance(value, str):
-        return parse_selector(value)
-    return value
-
-
 # --------------------------------------------------------------------------------------------
 # Signing and verification.
 
@@ -263,7 +255,7 @@ def mint_token(
     issued = time.time() if now is None else now
     payload = {
         "cap": parse_capability(capability),
-        "sel": selector_to_json(_selector(selector)),
+        "sel": selector_to_json(to_selector(selector)),
         "iat": int(issued),
         "exp": int(issued + ttl),
     }

@@ -19,7 +19,7 @@ from pyspark_gazette.broker.auth import APPEND, APPLY, LIST, READ, REPLICATE, Cl
 from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal
-from pyspark_gazette.broker.specs import SpecError, validate_apply, validate_journal_name
+from pyspark_gazette.broker.specs import SpecError, check_journal_field, journal_name, validate_apply
 from pyspark_gazette.errors import FragmentError, FragmentNotFoundError, StoreError, StoreURLError, redact_url
 from pyspark_gazette.fragments import FragmentRef, open_decompressor, parse_store_url
 from pyspark_gazette.protocol import MAX_READ_CHUNK, pb, pb_grpc
@@ -31,23 +31,6 @@ LIST_PAGE = 25
 DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 1000, 10_000
 READ_URL_TTL = 60
 FULL = pb.JournalSpec.Suspend.FULL
-
-
-def journal_name(text: str) -> str:
-    """Strip a ``;meta`` suffix (ignored for resolution)."""
-    return text.split(";", 1)[0]
-
-
-def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
-    """Abort with INVALID_ARGUMENT unless ``name`` (``;meta`` stripped) is a valid journal name.
-
-    Gazette validates the journal of Read, Append and ListFragments requests before resolving
-    it (a malformed name is a request error, not JOURNAL_NOT_FOUND).
-    """
-    try:
-        validate_journal_name(journal_name(name))
-    except SpecError as e:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"journal: {e}")
 
 
 class JournalServicer(pb_grpc.JournalServicer):

@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
+
 from pyspark_gazette._fs import fsync_dir
 from pyspark_gazette.broker import postfix
 from pyspark_gazette.broker.headers import ClusterState, new_nonzero_id
@@ -50,6 +52,23 @@ def validate_journal_name(name: str) -> None:
         raise SpecError(f"invalid journal name {name!r}: must be a clean path (expected {posixpath.normpath(name)!r})")
     if name == ".." or name.startswith("../"):  # clean, yet it would climb out of a store's prefix
         raise SpecError(f"invalid journal name {name!r}: must not begin with '..'")
+
+
+def journal_name(text: str) -> str:
+    """Strip a ``;meta`` suffix (ignored for resolution)."""
+    return text.split(";", 1)[0]
+
+
+def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
+    """Abort with INVALID_ARGUMENT unless ``name`` (``;meta`` stripped) is a valid journal name.
+
+    Gazette validates the journal of Read, Append and ListFragments requests before resolving
+    it (a malformed name is a request error, not JOURNAL_NOT_FOUND).
+    """
+    try:
+        validate_journal_name(journal_name(name))
+    except SpecError as e:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"journal: {e}")
 
 
 def _validate_labels(labels: pb.LabelSet) -> None:

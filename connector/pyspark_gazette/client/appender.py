@@ -32,7 +32,7 @@ from pyspark_gazette.errors import (
     TransportError,
     error_for_status,
 )
-from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +172,6 @@ class Appender:
             return self._call.result()
         except grpc.RpcError as e:
             raise translate_rpc_error(e, f"Append to {self.journal!r}") from e
-
-
-#: The broker's text when it aborts an appender below its minimum rate (facts sheet 3.2).
-RATE_ABORT_TEXT = "didn't sustain the minimum append data rate"
 
 
 def rate_aborted(e: TransportError) -> bool:

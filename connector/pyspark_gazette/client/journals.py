@@ -16,6 +16,7 @@ import grpc
 from pyspark_gazette.client.conn import Connections, translate_rpc_error
 from pyspark_gazette.errors import JournalNotFoundError, ProtocolError, error_for_status
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.labels import to_selector
 
 #: Etcd's limit of operations in one transaction; ``apply_in_batches`` stays below it.
 MAX_CHANGES_PER_APPLY = 128
@@ -45,16 +46,6 @@ class JournalInfo:
             if label.name == name:
                 return label.value
         return default
-
-
-def to_selector(selector: str | pb.LabelSelector | None) -> pb.LabelSelector:
-    if selector is None:
-        return pb.LabelSelector()
-    if isinstance(selector, pb.LabelSelector):
-        return selector
-    from pyspark_gazette.protocol.labels import parse_selector
-
-    return parse_selector(selector)
 
 
 def list_journals(

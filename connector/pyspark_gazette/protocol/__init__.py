@@ -11,6 +11,7 @@ from pyspark_gazette.protocol._gen import protocol_pb2_grpc as pb_grpc
 from pyspark_gazette.protocol.helpers import (
     CODEC_NAMES,
     MAX_READ_CHUNK,
+    RATE_ABORT_TEXT,
     codec_from_name,
     codec_name,
     label_set,
@@ -25,6 +26,7 @@ from pyspark_gazette.protocol.helpers import (
 __all__ = [
     "CODEC_NAMES",
     "MAX_READ_CHUNK",
+    "RATE_ABORT_TEXT",
     "codec_from_name",
     "codec_name",
     "label_set",

@@ -9,6 +9,10 @@ from pyspark_gazette.protocol._gen import protocol_pb2 as pb
 #: Largest content chunk a broker sends in one ReadResponse (2^15 - 32, broker/read_api.go).
 MAX_READ_CHUNK = 32_736
 
+#: What a broker says when it aborts an appender below its minimum append rate (facts sheet 3.2);
+#: clients recognise the abort by it.
+RATE_ABORT_TEXT = "didn't sustain the minimum append data rate"
+
 CODEC_NAMES: dict[int, str] = {v.number: v.name for v in pb.CompressionCodec.DESCRIPTOR.values}
 _CODEC_BY_NAME = {name: number for number, name in CODEC_NAMES.items()}
 _CODEC_ALIASES = {"ZSTD": "ZSTANDARD", "GZ": "GZIP", "RAW": "NONE", "SZ": "SNAPPY"}

@@ -260,6 +260,15 @@ def _sorted(labels: list[pb.Label]) -> list[pb.Label]:
     return sorted(labels, key=lambda label: (label.name, label.value, label.prefix))
 
 
+def to_selector(selector: str | pb.LabelSelector | None) -> pb.LabelSelector:
+    """A selector from its text form, as is, or empty (matches everything) for None."""
+    if selector is None:
+        return pb.LabelSelector()
+    if isinstance(selector, pb.LabelSelector):
+        return selector
+    return parse_selector(selector)
+
+
 def format_selector(sel: pb.LabelSelector) -> str:
     """The canonical string form of ``sel``; ``parse_selector(format_selector(s)) == s``.
 
