@@ -31,11 +31,16 @@ DEFAULT_ADDRESS = "http://localhost:8080"
 _COMMAND_CAPS = {"list": "LIST", "apply": "APPLY|LIST", "append": "APPEND|LIST", "read": "READ|LIST"}
 
 
+def _auth_keys(args: argparse.Namespace) -> str | None:
+    """Signing keys: --broker.auth-keys, else BROKER_AUTH_KEYS (Gazette's names)."""
+    return getattr(args, "auth_keys", None) or os.environ.get("BROKER_AUTH_KEYS") or None
+
+
 def _token(args: argparse.Namespace) -> str | None:
     """The bearer token: --broker.auth-token / BROKER_AUTH_TOKEN, else one minted (1 hour, every
     journal, the command's capabilities) from --broker.auth-keys / BROKER_AUTH_KEYS, like gazctl."""
     token = args.auth_token or os.environ.get("BROKER_AUTH_TOKEN") or None
-    keys = getattr(args, "auth_keys", None) or os.environ.get("BROKER_AUTH_KEYS") or None
+    keys = _auth_keys(args)
     if token or not keys:
         return token
     from pyspark_gazette.broker.auth import mint_token
@@ -172,7 +177,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     from pyspark_gazette.client.specs import parse_duration
     from pyspark_gazette.errors import InvalidInputError
 
-    keys = args.auth_keys or os.environ.get("BROKER_AUTH_KEYS")
+    keys = _auth_keys(args)
     if not keys:
         raise InvalidInputError("token: give --auth-keys or set BROKER_AUTH_KEYS")
     try:

@@ -260,7 +260,7 @@ class OptionError(InvalidInputError):
     """A data source option has an invalid value; ``option`` names it."""
 
     def __init__(self, option: str, message: str):
-        self.option = option
+        self.option, self.message = option, message
         super().__init__(f"option {option!r}: {message}")
 
 

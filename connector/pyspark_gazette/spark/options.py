@@ -436,6 +436,10 @@ def _value(opt: Option, raw: str) -> Any:
     return raw.strip()
 
 
+#: Each option's canonical spelling by its lower-cased key (for the options file's messages).
+_SPELLINGS = {k: o.key for k, o in _BY_KEY.items()}
+
+
 def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Validate ``options`` for ``scope`` and return ``{canonical key: typed value}`` with defaults.
 
@@ -443,7 +447,7 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
     """
     env = os.environ if env is None else env
     given = {str(k).lower(): v for k, v in options.items() if v is not None}
-    in_file = options_from_file(env, {k: o.key for k, o in _BY_KEY.items()})
+    in_file = options_from_file(env, _SPELLINGS)
     out: dict[str, Any] = {}
     for key in given:
         if key in _SPARK_KEYS:
@@ -476,7 +480,7 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
         except OptionError as e:
             if from_file is None:
                 raise
-            raise OptionError(opt.key, f"{from_file.where}: {str(e).removeprefix(f'option {opt.key!r}: ')}") from None
+            raise OptionError(opt.key, f"{from_file.where}: {e.message}") from None
     if given.get("path") and scope in READS:
         if out.get("journals") or out.get("selector"):
             raise OptionError("path", "give journals either as the load() path or as the journals/selector option")

@@ -116,21 +116,19 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- helpers ------------------------------------------------------------------------------
 
     def _client(self):
-        """The planner process's client of this cluster, kept open (a context that does not close it).
+        """The planner process's client of this cluster, kept open (callers must not close it).
 
         With a 0-interval trigger Spark calls ``latestOffset`` every ~10 ms while no data arrives;
         a new channel per call doubled each call's cost. Kept in a module-level cache, not on
         the reader, which is pickled to the executors.
         """
-        import contextlib
-
         from pyspark_gazette.client import JournalClient
 
         key = self.opts.connection
         client = _planner_clients.get(key)
         if client is None:
             client = _planner_clients[key] = JournalClient(self.opts.connection.client_config(direct_reads=False))
-        return contextlib.nullcontext(client)
+        return client
 
     def _journals(self, client) -> list:
         from pyspark_gazette.spark.journals import resolve_journals
@@ -166,16 +164,16 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from pyspark_gazette.spark.plan import start_offset, take_snapshot
 
         out: dict[str, int] = {}
-        with self._client() as client:
-            for info in self._journals(client):
-                if self.opts.starting_timestamp is None and not isinstance(self.opts.starting_offsets, dict):
-                    if (self.opts.starting_offsets or "latest") == "latest":
-                        out[info.name] = self._write_head(client, info.name)
-                    else:
-                        out[info.name] = self._earliest(client, info.name)
-                    continue
-                snap = take_snapshot(client, info, self.opts)
-                out[info.name] = start_offset(snap, self.opts, default="latest")
+        client = self._client()
+        for info in self._journals(client):
+            if self.opts.starting_timestamp is None and not isinstance(self.opts.starting_offsets, dict):
+                if (self.opts.starting_offsets or "latest") == "latest":
+                    out[info.name] = self._write_head(client, info.name)
+                else:
+                    out[info.name] = self._earliest(client, info.name)
+                continue
+            snap = take_snapshot(client, info, self.opts)
+            out[info.name] = start_offset(snap, self.opts, default="latest")
         return out
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -184,25 +182,24 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        with self._client() as client:
-            self._target = self._heads(client)
+        self._target = self._heads(self._client())
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         end = dict(start)
         backlogs: dict[str, int] = {}
-        with self._client() as client:
-            heads = self._heads(client)
-            if self._target is not None:
-                heads = {j: min(h, self._target[j]) for j, h in heads.items() if j in self._target}
-            self._latest = heads
-            for journal, head in heads.items():
-                if journal not in start:
-                    # A journal that appeared after the query started: read it from its start.
-                    begin = self._earliest(client, journal)
-                    end[journal] = begin
-                    backlogs[journal] = head - begin
-                else:
-                    backlogs[journal] = max(0, head - int(start[journal]))
+        client = self._client()
+        heads = self._heads(client)
+        if self._target is not None:
+            heads = {j: min(h, self._target[j]) for j, h in heads.items() if j in self._target}
+        self._latest = heads
+        for journal, head in heads.items():
+            if journal not in start:
+                # A journal that appeared after the query started: read it from its start.
+                begin = self._earliest(client, journal)
+                end[journal] = begin
+                backlogs[journal] = head - begin
+            else:
+                backlogs[journal] = max(0, head - int(start[journal]))
         waiting = sum(backlogs.values())
         if (
             self.opts.min_bytes_per_trigger
@@ -228,34 +225,34 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from pyspark_gazette.spark.plan import GazettePartition, segments, take_snapshot
 
         parts: list[GazettePartition] = []
-        with self._client() as client:
-            infos = {i.name: i for i in self._journals(client)}
-            for journal in sorted(end):
-                e = int(end[journal])
-                s = int(start.get(journal, e if journal not in infos else -1))
-                info = infos.get(journal)
-                if info is None:
-                    if s < e:
-                        self._lost(journal, s, e, "the journal no longer exists")
-                    continue
-                if s == -1:
-                    s = self._earliest(client, journal)
-                if s >= e:
-                    continue
-                try:
-                    snap = take_snapshot(client, info, self.opts)
-                except JournalNotFoundError:
-                    self._lost(journal, s, e, "the journal was deleted")
-                    continue
-                if self.opts.read_committed:
-                    from pyspark_gazette.spark.stream_committed import committed_partition
+        client = self._client()
+        infos = {i.name: i for i in self._journals(client)}
+        for journal in sorted(end):
+            e = int(end[journal])
+            s = int(start.get(journal, e if journal not in infos else -1))
+            info = infos.get(journal)
+            if info is None:
+                if s < e:
+                    self._lost(journal, s, e, "the journal no longer exists")
+                continue
+            if s == -1:
+                s = self._earliest(client, journal)
+            if s >= e:
+                continue
+            try:
+                snap = take_snapshot(client, info, self.opts)
+            except JournalNotFoundError:
+                self._lost(journal, s, e, "the journal was deleted")
+                continue
+            if self.opts.read_committed:
+                from pyspark_gazette.spark.stream_committed import committed_partition
 
-                    parts.append(committed_partition(snap, s, e, self.opts, len(parts)))
-                    continue
-                segs = segments(snap, s, e, self.opts)
-                parts.extend(
-                    aligned_partitions(snap.name, snap.framing, s, e, segs, self.opts.max_partition_bytes, len(parts))
-                )
+                parts.append(committed_partition(snap, s, e, self.opts, len(parts)))
+                continue
+            segs = segments(snap, s, e, self.opts)
+            parts.extend(
+                aligned_partitions(snap.name, snap.framing, s, e, segs, self.opts.max_partition_bytes, len(parts))
+            )
         return parts
 
     def _lost(self, journal: str, begin: int, end: int, why: str) -> None:

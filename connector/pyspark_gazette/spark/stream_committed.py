@@ -142,7 +142,7 @@ class WindowFilter(CommittedFilter):
         """Queue ``env``; add what it commits to ``kept`` when it lies at or after ``emit_from``."""
         seq, emit_from = self.sequencer, self.part.emit_from
         outcome = seq.queue(env)
-        if env.clock:
+        if env.clock and self.part.lookback_cut:  # only a cut window can miss a transaction's start
             self._first_seen.setdefault(env.producer, env.begin)
             if env.flags == Flags.ACK_TXN and outcome.commits and env.begin >= emit_from:
                 self._check_known(env)
@@ -161,7 +161,7 @@ class WindowFilter(CommittedFilter):
             kept.extend(committed)
 
     def _check_known(self, env: Envelope) -> None:
-        if env.producer not in self._known and self.part.lookback_cut:
+        if env.producer not in self._known:
             self.suspects.append((env.producer, self._first_seen.get(env.producer, env.begin), env.begin))
 
     def finish(self) -> None:

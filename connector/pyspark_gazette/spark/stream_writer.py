@@ -68,7 +68,7 @@ FUTURE_WINDOW = 64
 HOLD_ENV = "PYSPARK_GAZETTE_TESTING_STREAM_HOLD"
 #: Seconds a process reuses the write plan it built for the same options and schema.
 PLAN_TTL = 30.0
-_plans: dict[tuple[WriteOptions, str, bool], tuple[float, WritePlan]] = {}
+_plans: dict[tuple[WriteOptions, str], tuple[float, WritePlan]] = {}
 _plans_lock = threading.Lock()
 
 
@@ -83,7 +83,7 @@ def spool_dir() -> str | None:
     return dirs[0] if dirs else None
 
 
-def stream_plan(options: WriteOptions, schema: StructType, overwrite: bool) -> WritePlan:
+def stream_plan(options: WriteOptions, schema: StructType) -> WritePlan:
     """The batch writer's plan (schema and options checked, the journal option resolved), reused
     by this process for :data:`PLAN_TTL` seconds.
 
@@ -94,13 +94,13 @@ def stream_plan(options: WriteOptions, schema: StructType, overwrite: bool) -> W
     from here. Failures are not cached; a journal deleted within the TTL fails the batch's
     append instead, which names it.
     """
-    key = (options, schema.json(), overwrite)
+    key = (options, schema.json())
     now = time.monotonic()
     with _plans_lock:
         hit = _plans.get(key)
     if hit is not None and now - hit[0] < PLAN_TTL:
         return hit[1]
-    plan = GazetteBatchWriter(options, schema, overwrite).plan
+    plan = GazetteBatchWriter(options, schema, False).plan  # streams never overwrite (refused earlier)
     with _plans_lock:
         _plans[key] = (now, plan)
     return plan
@@ -219,7 +219,7 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
                 "Gazette journals are append-only: outputMode('complete') cannot replace their content; "
                 "use outputMode('append') or 'update'"
             )
-        self.plan = stream_plan(options, schema, overwrite)
+        self.plan = stream_plan(options, schema)
         self.options = options
 
     def __repr__(self) -> str:
