@@ -96,6 +96,30 @@ def test_spool_recovery_truncates_to_the_last_record(tmp_path):
     r.close()
 
 
+def test_a_crash_while_removing_a_persisted_spool_leaves_it_recoverable(tmp_path, monkeypatch):
+    """kill -9 between the two unlinks of remove_files: the restart drops the spool instead of
+    finding commit records whose data file is gone (found by the kill -9 durability test)."""
+    d = str(tmp_path)
+    s = Spool.create("j/x", d, 100, pb.NONE, b"")
+    s.write(b"persisted content")
+    s.sync([s.make_record(b"", 1.0)])
+    s.close()
+    real_unlink, calls = os.unlink, []
+
+    def die_after_first(path):
+        calls.append(path)
+        if len(calls) > 1:
+            raise SystemExit("killed")
+        real_unlink(path)
+
+    monkeypatch.setattr(os, "unlink", die_after_first)
+    with pytest.raises(SystemExit):
+        s.remove_files()
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    assert Spool.recover("j/x", d, 100) is None
+    assert os.listdir(d) == []
+
+
 def test_spool_without_a_valid_record_is_dropped(tmp_path):
     d = str(tmp_path)
     s = Spool.create("j/x", d, 0, pb.NONE, b"")

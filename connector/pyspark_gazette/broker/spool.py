@@ -205,7 +205,9 @@ class Spool:
         self._data_fd = self._log_fd = -1
 
     def remove_files(self) -> None:
-        for p in (self.data_path, self.log_path):
+        """Remove a persisted spool: the log first, so a crash between the two unlinks leaves a
+        spool without records (dropped by :meth:`recover`), never records without their data."""
+        for p in (self.log_path, self.data_path):
             try:
                 os.unlink(p)
             except FileNotFoundError:
