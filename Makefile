@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-unit gazette lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test test-unit gazette dev-cluster lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ $(GAZETTE_STAMP): $(GO_SOURCES)
 	rm -f $(BIN)/.gazette-* && touch $@
 
 gazette: $(GAZETTE_STAMP)  ## build real Gazette (gazette, gazctl v0.103.0), etcd 3.6 and our Go peer into .bin/
+
+dev-cluster: $(STAMP) $(GAZETTE_STAMP)  ## run a real Gazette cluster (etcd + 3 brokers) on loopback until Ctrl-C
+	$(PY) tests/realgazette.py
 
 # Without Go, `make test` still runs: the real-Gazette tests skip saying how to get Go.
 GAZETTE_IF_GO := $(if $(shell command -v $(GO) 2>/dev/null),$(GAZETTE_STAMP),)

@@ -19,7 +19,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-_TIER_BY_DIR = {"unit": "unit", "integration": "integration", "spark": "spark", "notebooks": "spark", "fuzz": "unit"}
+_TIER_BY_DIR = {
+    "unit": "unit",
+    "integration": "integration",
+    "spark": "spark",
+    "notebooks": "spark",
+    "fuzz": "unit",
+    "gazette": "integration",
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,3 +85,20 @@ def pytest_runtest_makereport(item, call):
         if "is not installed" in reason:
             report.outcome = "failed"
             report.longrepr = f"required tool missing in CI: {reason}"
+
+
+# ---------------------------------------------------------------------- real Gazette
+
+
+@pytest.fixture(scope="session")
+def gazette_cluster(tmp_path_factory):
+    """A real Gazette v0.103.0 cluster for the whole run: etcd and three brokers on loopback
+    (tests/realgazette.py). Skips, saying how to get it, when ``make gazette`` has not run.
+    The brokers get moto's dummy AWS credentials so ``s3://...?endpoint=`` stores work."""
+    import realgazette
+
+    realgazette.require()
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+    cluster = realgazette.GazetteCluster(tmp_path_factory.mktemp("gazette-cluster"), 3, extra_env=env)
+    with cluster:
+        yield cluster
