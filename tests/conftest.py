@@ -98,7 +98,32 @@ def gazette_cluster(tmp_path_factory):
     import realgazette
 
     realgazette.require()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
-    cluster = realgazette.GazetteCluster(tmp_path_factory.mktemp("gazette-cluster"), 3, extra_env=env)
+    cluster = realgazette.GazetteCluster(tmp_path_factory.mktemp("gazette-cluster"), 3, extra_env=GAZETTE_AWS_ENV)
     with cluster:
         yield cluster
+
+
+#: moto's dummy credentials, in the real brokers' environment so s3:// stores on moto work.
+GAZETTE_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+
+
+@pytest.fixture(params=["embedded", "gazette"])
+def backend(request, tmp_path):
+    """The broker a wire-level test runs against: ``[embedded]`` is our EmbeddedBroker,
+    ``[gazette]`` a fresh real Gazette cluster (etcd + 3 brokers) for this test alone, so literal
+    journal names and store URLs never meet an earlier test's fragments."""
+    from backends import Backend
+
+    store = tmp_path / "store"
+    if request.param == "embedded":
+        from pyspark_gazette.broker import EmbeddedBroker
+
+        with EmbeddedBroker(str(tmp_path / "broker"), file_root=str(store)) as b:
+            yield Backend("embedded", b.address, str(store), broker=b)
+        return
+    import realgazette
+
+    realgazette.require()
+    cluster = realgazette.GazetteCluster(tmp_path / "gazette", 3, extra_env=GAZETTE_AWS_ENV)
+    with cluster:
+        yield Backend("gazette", cluster.address, cluster.file_root, cluster=cluster)
