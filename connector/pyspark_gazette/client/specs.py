@@ -28,6 +28,7 @@ Durations use Go's syntax (``1m30s``, ``24h``, ``500ms``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 from typing import Any
@@ -183,7 +184,7 @@ def _check_children_ordered(name: str, children: list[Any]) -> None:
     """gazctl refuses a tree whose children are not in strictly increasing name order; so do we,
     so that a file we accept is one gazctl accepts (docs/protocol.md, journal specs)."""
     names = [c.get("name") for c in children if isinstance(c, dict) and isinstance(c.get("name"), str)]
-    for prev, cur in zip(names, names[1:]):
+    for prev, cur in itertools.pairwise(names):
         if cur <= prev:
             raise SpecError(
                 f"spec node {name!r}: children must be ordered by name, as gazctl requires ({cur!r} comes after {prev!r})"
@@ -193,7 +194,7 @@ def _check_children_ordered(name: str, children: list[Any]) -> None:
 def _check_labels_ordered(name: str, items: list[tuple[str, str]]) -> None:
     """Gazette unions a node's labels with its parent's assuming both are sorted by name, then
     value, with no repeats; an unsorted node yields a spec the broker refuses."""
-    for prev, cur in zip(items, items[1:]):
+    for prev, cur in itertools.pairwise(items):
         if cur <= prev:
             raise SpecError(
                 f"spec node {name!r}: labels must be sorted by name then value without repeats, as gazctl "
