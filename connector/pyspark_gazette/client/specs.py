@@ -183,7 +183,7 @@ def _walk(node: Any, inherited: dict[str, Any], parent: str, out: list[SpecNode]
 def _check_children_ordered(name: str, children: list[Any]) -> None:
     """gazctl refuses a tree whose children are not in strictly increasing name order; so do we,
     so that a file we accept is one gazctl accepts (docs/protocol.md, journal specs)."""
-    names = [c.get("name") for c in children if isinstance(c, dict) and isinstance(c.get("name"), str)]
+    names: list[str] = [c["name"] for c in children if isinstance(c, dict) and isinstance(c.get("name"), str)]
     for prev, cur in itertools.pairwise(names):
         if cur <= prev:
             raise SpecError(
