@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 quickstart: $(STAMP)  ## run the quickstart on an embedded broker (the main job)
-	PYSPARK_PYTHON=$(abspath $(PY)) $(VENV)/bin/pyspark-gazette quickstart
+	PYSPARK_PYTHON=$(abspath $(PY)) $(VENV)/bin/pyspark-gazette quickstart --data-dir .gazette/quickstart
 
 # Real Gazette (the test peer): gazette and gazctl at the version pinned in the Go peer's go.mod,
 # built with cgo (the zstd codec needs gcc) into .bin/, plus our Go peer. `go install pkg@v0.103.0`

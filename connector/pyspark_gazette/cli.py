@@ -1,6 +1,6 @@
 """``pyspark-gazette``: the command line.
 
-    pyspark-gazette quickstart [--rows N] [--keep]   # the README's main job
+    pyspark-gazette quickstart [--rows N] [--keep] [--data-dir DIR] [--specs FILE]   # the main job
     pyspark-gazette broker --listen 127.0.0.1:8080 --data-dir DIR [--file-root DIR]
     pyspark-gazette journals list [-l SELECTOR] [--format table|yaml|json]
     pyspark-gazette journals apply -f specs.yaml [--dry-run]
@@ -224,8 +224,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("quickstart", help="run the quickstart on an embedded broker (the README's main job)")
     q.add_argument(
-        "--data-dir", default=".gazette/quickstart", help="working directory, wiped at start (default %(default)s)"
+        "--data-dir",
+        help="where the broker, fragment store and checkpoints go, wiped at start "
+        "(default $XDG_CACHE_HOME/pyspark-gazette/quickstart, else ~/.cache/pyspark-gazette/quickstart)",
     )
+    q.add_argument(
+        "--specs",
+        help="YAML journal specs to use instead of the packaged ones; must define the ndjson journals "
+        "quickstart/clicks and quickstart/checkouts",
+    )
+    q.add_argument("--print-specs", action="store_true", help="print the packaged journal specs (YAML) and exit")
     q.add_argument(
         "--rows", "--events", dest="rows", type=int, default=250_000, help="click events to write (default %(default)s)"
     )
@@ -305,9 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             )
         if args.command == "quickstart":
-            from pyspark_gazette.quickstart import run_quickstart
+            from pyspark_gazette.quickstart import packaged_specs, run_quickstart
 
-            return run_quickstart(data_dir=args.data_dir, rows=args.rows, keep=args.keep)
+            if args.print_specs:
+                sys.stdout.write(packaged_specs())
+                return 0
+            return run_quickstart(data_dir=args.data_dir, rows=args.rows, keep=args.keep, specs=args.specs)
         return args.func(args)
     except GazetteError as e:
         print(f"error: {e}", file=sys.stderr)
