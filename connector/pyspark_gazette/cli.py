@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 DEFAULT_ADDRESS = "http://localhost:8080"
 
@@ -95,9 +96,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     from pyspark_gazette.client import Change
     from pyspark_gazette.client.specs import load_specs
+    from pyspark_gazette.errors import InvalidInputError
 
-    text = sys.stdin.read() if args.specs == "-" else open(args.specs, encoding="utf-8").read()
-    nodes = load_specs(text)
+    try:
+        text = sys.stdin.read() if args.specs == "-" else open(args.specs, encoding="utf-8").read()
+    except OSError as e:
+        raise InvalidInputError(f"-f {args.specs}: {e.strerror or e}") from None
+    try:
+        nodes = load_specs(text)
+    except ValueError as e:
+        raise InvalidInputError(f"-f {args.specs}: {e}") from None
     changes = [
         Change(expect_mod_revision=n.revision or -1, delete=n.spec.name)
         if n.delete
@@ -114,38 +122,129 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_message_ends(c: Any, journal: str, last_byte: bytes) -> None:
+    """Refuse content that would leave the journal's last message open: on a newline-framed
+    journal (ndjson, lines, csv) the next append would glue its first message onto this one."""
+    from pyspark_gazette.errors import FramingError, InvalidInputError
+    from pyspark_gazette.message import framing_for_content_type
+
+    if not last_byte or last_byte == b"\n":
+        return
+    types = [lb.value for lb in c.get_journal(journal).spec.labels.labels if lb.name == "content-type"]
+    try:
+        framing = framing_for_content_type(types[0]) if types else None
+    except FramingError:
+        framing = None
+    if framing is not None and framing.name in ("ndjson", "lines", "csv"):
+        raise InvalidInputError(
+            f"journals append: the content for journal {journal!r} ({types[0]}, one message per line) does not "
+            "end with a newline, so its last message is incomplete and the next append would join onto it; "
+            "nothing was appended (end the content with a newline)"
+        )
+
+
 def cmd_append(args: argparse.Namespace) -> int:
+    from pyspark_gazette.errors import InvalidInputError
+
     with _client(args) as c:
         if args.file and args.file != "-":
-            with open(args.file, "rb") as f:
+            try:
+                f = open(args.file, "rb")
+            except OSError as e:
+                raise InvalidInputError(f"-f {args.file}: {e.strerror or e}") from None
+            with f:
+                size = os.fstat(f.fileno()).st_size
+                if size:
+                    f.seek(size - 1)
+                    _check_message_ends(c, args.journal, f.read(1))
+                    f.seek(0)
                 commit = c.append(args.journal, f)
         else:
-            commit = c.append(args.journal, sys.stdin.buffer.read())
+            data = sys.stdin.buffer.read()
+            _check_message_ends(c, args.journal, data[-1:])
+            commit = c.append(args.journal, data)
     print(f"appended [{commit.begin}, {commit.end}) to {commit.journal}", file=sys.stderr)
     return 0
 
 
+def _loss(journal: str, begin: int, end: int | None, why: str, fragment: str = "") -> str:
+    span = f"[{begin}, {end})" if end is not None else f"from {begin}"
+    return f"data loss: journal {journal!r} offsets {span}: {why}" + (f" (fragment {fragment})" if fragment else "")
+
+
+def _fragment_at(c: Any, journal: str, offset: int) -> Any:
+    """The listed fragment covering ``offset``, else None."""
+    for f in c.list_fragments(journal):
+        if f.spec.begin <= offset < f.spec.end:
+            return f.spec
+    return None
+
+
+def _next_fragment(c: Any, journal: str, offset: int) -> Any:
+    """The first listed fragment beginning after ``offset``, else None."""
+    after = [f.spec for f in c.list_fragments(journal) if f.spec.begin > offset]
+    return min(after, key=lambda s: s.begin) if after else None
+
+
 def cmd_read(args: argparse.Namespace) -> int:
-    from pyspark_gazette.errors import OffsetJumpError, OffsetNotYetAvailableError
+    """Copy the journal to stdout. Content that cannot be read (a fragment missing from or damaged
+    in its store, a hole the brokers skip over) is reported on stderr, one line per range naming
+    the journal, the offsets and the fragment; the command then exits 1 at once, or with
+    ``--fail-on-data-loss false`` goes on after the range and exits 0."""
+    from pyspark_gazette.errors import FragmentError, OffsetJumpError, OffsetNotYetAvailableError, TransportError
+    from pyspark_gazette.fragments import FragmentRef
 
     out = sys.stdout.buffer
-    with (
-        _client(args) as c,
-        c.retry_reader(args.journal, args.offset, end_offset=args.end_offset, block=args.block) as r,
-    ):
+    fail = args.fail_on_data_loss == "true"
+    offset, copied = args.offset, 0
+    with _client(args) as c:
         while True:
-            try:
-                data = r.read()
-            except OffsetNotYetAvailableError:
-                break
-            except OffsetJumpError as e:
-                print(f"warning: {e}", file=sys.stderr)
-                continue
-            if not data:
-                break
-            out.write(data)
-            out.flush()
-    return 0
+            resume: int | None = None
+            with c.retry_reader(args.journal, offset, end_offset=args.end_offset, block=args.block) as r:
+                while resume is None:
+                    try:
+                        data = r.read()
+                    except OffsetNotYetAvailableError:
+                        head = r.write_head
+                        if not head or r.offset >= head or (args.end_offset and r.offset >= args.end_offset):
+                            return 0  # at the write head (or the end offset): done
+                        # Below the write head, yet nothing to read: a hole the broker waits on.
+                        nxt = _next_fragment(c, args.journal, r.offset)
+                        stop = nxt.begin if nxt is not None else head
+                        print(_loss(args.journal, r.offset, stop, "no fragment holds this content"), file=sys.stderr)
+                        if fail or nxt is None:
+                            return 1
+                        resume = nxt.begin
+                        continue
+                    except OffsetJumpError as e:
+                        if e.from_offset == args.offset == 0 and not copied:
+                            print(f"note: journal {args.journal!r} begins at offset {e.to_offset}", file=sys.stderr)
+                            continue  # the start of the journal was pruned: nothing lost in between
+                        print(_loss(args.journal, e.from_offset, e.to_offset, "skipped by the broker"), file=sys.stderr)
+                        if fail:
+                            return 1
+                        continue
+                    except (FragmentError, TransportError) as e:
+                        if isinstance(e, TransportError) and e.code != "DATA_LOSS":
+                            raise
+                        at = r.offset
+                        spec = _fragment_at(c, args.journal, at)
+                        end = spec.end if spec is not None else None
+                        name = FragmentRef.from_proto(spec).content_path if spec is not None else ""
+                        detail = str(e).splitlines()[0]
+                        print(_loss(args.journal, at, end, f"unreadable: {detail}", name), file=sys.stderr)
+                        if fail or end is None:
+                            return 1
+                        resume = end
+                        continue
+                    if not data:
+                        return 0
+                    out.write(data)
+                    out.flush()
+                    copied += len(data)
+            offset = resume
+            if args.end_offset and offset >= args.end_offset:
+                return 0
 
 
 def cmd_fragments(args: argparse.Namespace) -> int:
@@ -162,13 +261,20 @@ def cmd_fragments(args: argparse.Namespace) -> int:
                 str(ref.begin),
                 str(ref.end),
                 codec_name(ref.codec),
-                str(ref.mod_time or "-"),
+                _utc(ref.mod_time) if ref.mod_time else "-",
                 ref.backing_store or "(local)",
                 ref.content_path if not args.signed else f.signed_url or ref.content_path,
             )
         )
     _table(rows)
     return 0
+
+
+def _utc(seconds: int) -> str:
+    """A persist time (Unix seconds) as ``2026-01-02T03:04:05Z``."""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -283,6 +389,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=int, default=0, help="start offset; -1 = the write head")
     p.add_argument("--end-offset", type=int, default=0, help="stop before this offset (0 = no bound)")
     p.add_argument("--block", action="store_true", help="wait for new content instead of stopping at the write head")
+    p.add_argument(
+        "--fail-on-data-loss",
+        choices=("true", "false"),
+        default="true",
+        help="on content that cannot be read (missing or damaged fragment, hole): report it on stderr and "
+        "exit 1 (true, the default), or report it, skip it and go on (false), like Spark's failOnDataLoss",
+    )
     p.set_defaults(func=cmd_read)
 
     p = jsub.add_parser("fragments", help="list a journal's fragments")
@@ -323,7 +436,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GazetteError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
+        # The reader of our stdout went away (`| head`): stop quietly, and keep Python from
+        # reporting the failed flush of stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
         return 0
 
 
