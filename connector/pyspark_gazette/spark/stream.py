@@ -133,7 +133,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _journals(self, client) -> list:
         from pyspark_gazette.spark.journals import resolve_journals
 
-        return resolve_journals(client, self.opts.journals, self.opts.selector)
+        return resolve_journals(client, self.opts.journals, self.opts.selector, offsets=self.opts.offset_bounds)
 
     @staticmethod
     def _write_head(client, journal: str) -> int:
