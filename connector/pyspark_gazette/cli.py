@@ -7,6 +7,7 @@
     pyspark-gazette journals append -j JOURNAL [-f FILE]       # stdin by default
     pyspark-gazette journals read -j JOURNAL [--offset N] [--block]
     pyspark-gazette journals fragments -j JOURNAL [--signed]
+    pyspark-gazette journals lag --checkpoint DIR               # a stream's backlog per journal
 
 The broker address comes from ``--broker.address``, else the ``BROKER_ADDRESS`` environment
 variable (as Gazette's own tooling does), else ``http://localhost:8080``. A bearer token comes
@@ -20,6 +21,7 @@ import argparse
 import json
 import logging
 import os
+import pathlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +31,13 @@ DEFAULT_ADDRESS = "http://localhost:8080"
 
 #: Capabilities a token minted from --broker.auth-keys grants, per journals command (as gazctl
 #: signs its own per-call tokens with the keys).
-_COMMAND_CAPS = {"list": "LIST", "apply": "APPLY|LIST", "append": "APPEND|LIST", "read": "READ|LIST"}
+_COMMAND_CAPS = {
+    "list": "LIST",
+    "apply": "APPLY|LIST",
+    "append": "APPEND|LIST",
+    "read": "READ|LIST",
+    "lag": "READ|LIST",
+}
 
 
 def _auth_keys(args: argparse.Namespace) -> str | None:
@@ -270,6 +278,47 @@ def cmd_fragments(args: argparse.Namespace) -> int:
     return 0
 
 
+def checkpoint_offsets(checkpoint: str, source: int = 0) -> tuple[int, dict[str, int]]:
+    """The latest committed batch of a Spark streaming checkpoint and its end offsets for the
+    ``source``-th source (``{journal: byte offset}``, as the gazette source writes them)."""
+    from pyspark_gazette.errors import InvalidInputError
+
+    root = pathlib.Path(checkpoint)
+    try:
+        done = [int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit()]
+    except OSError as e:
+        raise InvalidInputError(f"--checkpoint {checkpoint}: {e.strerror or e} (not a streaming checkpoint?)") from None
+    if not done:
+        raise InvalidInputError(f"--checkpoint {checkpoint}: no committed batch yet")
+    batch = max(done)
+    lines = (root / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
+    # offsets/<batch>: a version line, the batch metadata, then one line per source.
+    sources = lines[2:]
+    if source >= len(sources) or sources[source] in ("", "-"):
+        raise InvalidInputError(f"--checkpoint {checkpoint}: batch {batch} has no source {source}")
+    try:
+        offsets = json.loads(sources[source])
+    except ValueError:
+        offsets = None
+    if not isinstance(offsets, dict) or not all(isinstance(v, int) for v in offsets.values()):
+        raise InvalidInputError(f"--checkpoint {checkpoint}: source {source} of batch {batch} is not a gazette source")
+    return batch, offsets
+
+
+def cmd_lag(args: argparse.Namespace) -> int:
+    """Per journal: the end offset of the checkpoint's last committed batch, the write head, and
+    the bytes between them (what the next batches have to read)."""
+    batch, offsets = checkpoint_offsets(args.checkpoint, args.source)
+    rows = [("JOURNAL", "COMMITTED", "WRITE_HEAD", "LAG_BYTES")]
+    with _client(args) as c:
+        for journal, committed in sorted(offsets.items()):
+            head = max((f.spec.end for f in c.list_fragments(journal)), default=0)
+            rows.append((journal, str(committed), str(head), str(max(0, head - committed))))
+    print(f"batch {batch} of {args.checkpoint}")
+    _table(rows)
+    return 0
+
+
 def _utc(seconds: int) -> str:
     """A persist time (Unix seconds) as ``2026-01-02T03:04:05Z``."""
     import datetime
@@ -397,6 +446,12 @@ def build_parser() -> argparse.ArgumentParser:
         "exit 1 (true, the default), or report it, skip it and go on (false), like Spark's failOnDataLoss",
     )
     p.set_defaults(func=cmd_read)
+
+    p = jsub.add_parser("lag", help="bytes a streaming query's checkpoint is behind the journals' write heads")
+    _add_broker_flags(p)
+    p.add_argument("--checkpoint", required=True, help="the query's checkpointLocation (a local path)")
+    p.add_argument("--source", type=int, default=0, help="which source of the query, in plan order (default 0)")
+    p.set_defaults(func=cmd_lag)
 
     p = jsub.add_parser("fragments", help="list a journal's fragments")
     _add_broker_flags(p)
