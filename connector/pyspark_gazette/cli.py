@@ -114,6 +114,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
         nodes = load_specs(text)
     except ValueError as e:
         raise InvalidInputError(f"-f {args.specs}: {e}") from None
+    from pyspark_gazette.broker.specs import spec_problems
+
+    problems = [str(p) for n in nodes if not n.delete for p in spec_problems(n.spec)]
+    if problems:
+        # Every bad field of every spec at once (a broker reports only the first).
+        raise InvalidInputError(
+            f"-f {args.specs}: {len(problems)} problem(s), nothing applied:\n  " + "\n  ".join(problems)
+        )
     changes = [
         Change(expect_mod_revision=n.revision or -1, delete=n.spec.name)
         if n.delete

@@ -212,3 +212,22 @@ def test_fragments_prints_persist_times_as_utc(env):
     rows = out.stdout.decode().splitlines()[1:]
     persisted = [r for r in rows if "file:///store/" in r]
     assert persisted and all(re.search(r"\b20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ\b", r) for r in persisted)
+
+
+def test_apply_reports_every_bad_field_at_once_and_applies_nothing(env, tmp_path):
+    broker, client, _ = env
+    specs = tmp_path / "bad-fields.yaml"
+    specs.write_text(
+        "name: bad/\nreplication: 9\n"
+        "fragment: {length: 10, compression_codec: NONE, refresh_interval: 1m}\n"
+        "children:\n  - name: bad/one\n  - name: bad/two\n    fragment: {flush_interval: 5s}\n"
+    )
+    out = run("journals", "apply", "-f", str(specs), address=broker.address)
+    assert out.returncode == 1
+    err = out.stderr.decode()
+    assert err.startswith(f"error: -f {specs}: 5 problem(s), nothing applied:")
+    for journal in ("bad/one", "bad/two"):
+        assert f"journal '{journal}': replication must be 1..5 (got 9)" in err
+        assert f"journal '{journal}': fragment.length must be 1024.." in err
+    assert "journal 'bad/two': fragment.flush_interval must be 0 or at least 1m" in err
+    assert not [i for i in client.list_journals() if i.name.startswith("bad/")]
