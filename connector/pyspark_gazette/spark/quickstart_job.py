@@ -200,11 +200,13 @@ def job_progress(
         finished = total = 0
         for job_id in tracker.getJobIdsForGroup(group):
             job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job is not None else ():
+            if job is None:
+                continue
+            for stage_id in job.stageIds:
                 stage = tracker.getStageInfo(stage_id)
-                skipped = stage is not None and job.status == "SUCCEEDED" and not stage.numCompletedTasks
-                if stage is not None and not skipped:  # a finished job's skipped stages ran no task
-                    finished, total = finished + stage.numCompletedTasks, total + stage.numTasks
+                if stage is None or (job.status == "SUCCEEDED" and not stage.numCompletedTasks):
+                    continue  # a finished job's skipped stages ran no task
+                finished, total = finished + stage.numCompletedTasks, total + stage.numTasks
         return f"      {what}: {finished}/{total} tasks" if total else ""
 
     done = threading.Event()
