@@ -46,11 +46,11 @@ name: cli/
 replication: 1
 fragment: {length: 1024, compression_codec: NONE, stores: ["file:///store/"], refresh_interval: 1h}
 children:
+  - name: cli/bytes
   - name: cli/events
     labels: [{name: content-type, value: application/x-ndjson}]
   - name: cli/text
     labels: [{name: content-type, value: text/plain}]
-  - name: cli/bytes
 """
 
 
