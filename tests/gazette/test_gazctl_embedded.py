@@ -4,9 +4,10 @@ Each command is run against both brokers and the two outputs are compared after 
 legitimately differs: broker ids and zones, addresses, Etcd values and revisions, and times. Any
 other difference is a difference of the embedded broker to fix there.
 
-Not covered: ``journals prune``. gazctl removes aged fragments itself through its own store
-clients, and gazctl v0.103.0 has no file root for ``file://`` stores (only ``journals read`` takes
-``--file-root``), so it cannot prune a ``file://`` store of either broker.
+``journals prune`` is run on an S3 store (moto's server) only: gazctl removes aged fragments
+itself through its own store clients, and gazctl v0.103.0 has no file root for ``file://`` stores
+(only ``journals read`` takes ``--file-root``), so it cannot prune a ``file://`` store of either
+broker.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import time
+import uuid
 
 import pytest
 
@@ -48,8 +51,13 @@ children:
 """
 
 
+#: moto's dummy credentials for the real brokers (gazctl and the embedded broker get them from the
+#: test process's environment, set by the s3_server fixture).
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+
+
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
+def brokers(tmp_path_factory, s3_server):
     """``{"gazette": Backend, "embedded": Backend}``: a one-broker real cluster and an embedded
     broker, shared by this module's tests (each uses its own journals)."""
     realgazette.require()
@@ -57,7 +65,7 @@ def brokers(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("gazctl")
     store = base / "embedded-store"
-    with realgazette.GazetteCluster(base / "gazette", 1) as cluster:
+    with realgazette.GazetteCluster(base / "gazette", 1, extra_env=AWS_ENV) as cluster:
         with EmbeddedBroker(str(base / "embedded"), file_root=str(store)) as embedded:
             yield {
                 "gazette": Backend("gazette", cluster.address, cluster.file_root, cluster=cluster),
@@ -150,6 +158,9 @@ def test_append_read_and_fragments(brokers, tmp_path):
     tree = tmp_path / "tree.yaml"
     tree.write_text(TREE)
     both(brokers, "journals", "apply", "--specs", str(tree))
+    # Gazette assigns a primary asynchronously: an append right after Apply may get
+    # NO_JOURNAL_PRIMARY_BROKER, which gazctl does not retry.
+    brokers["gazette"].wait_primaries(["gzctl/lines", "gzctl/raw"])
 
     # Three appends of 1,260 bytes with lines framing, from stdin: three fragments of 1 KiB+.
     batches = ["".join(f"line {i:04d} of batch {b}\n" for i in range(60)) for b in range(3)]
@@ -166,6 +177,15 @@ def test_append_read_and_fragments(brokers, tmp_path):
     reads = both(brokers, "journals", "read", "-l", "content-type=text/plain,name:prefix=gzctl/")
     for out in reads.values():
         assert sorted(out.splitlines(keepends=True)) == sorted((expected + b"raw\nbytes\n").splitlines(keepends=True))
+
+    # Direct reads: with a route cache gazctl asks not to be proxied and opens each persisted
+    # fragment's URL itself, under --file-root. (Not ZSTANDARD: gazctl v0.103.0 hangs after the
+    # first zstd fragment read this way, against either broker.)
+    for kind, b in brokers.items():
+        out = gazctl(
+            b, "journals", "read", "-l", "name=gzctl/lines", "--broker.cache.size=16", "--file-root", b.file_root
+        )
+        assert out == expected, kind
 
     # The fragment table: same offsets, lengths, SHA1 prefixes and codecs; persisted or not.
     tables = {}
@@ -197,3 +217,46 @@ def test_append_read_and_fragments(brokers, tmp_path):
         ("gzctl/lines", 0, 1260, "file:///gzctl/"),
         ("gzctl/lines", 1260, 2520, "file:///gzctl/"),
     ]
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def test_prune_removes_aged_fragments_from_s3(brokers, s3_server, tmp_path):
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1")
+    logs = {}
+    for kind, b in brokers.items():
+        bucket = f"prune-{kind}-{uuid.uuid4().hex[:8]}"
+        s3.create_bucket(Bucket=bucket)
+        tree = tmp_path / f"prune-{kind}.yaml"
+        # Retention 0s: every persisted fragment is aged, so nothing waits on the clock.
+        tree.write_text(
+            TREE.replace("gzctl/", "prune/")
+            .replace("file:///prune/", f"s3://{bucket}/pre/?endpoint={s3_server}&region=us-east-1")
+            .replace("retention: 1h", "retention: 0s")
+        )
+        gazctl(b, "journals", "apply", "--specs", str(tree))
+        b.wait_primaries(["prune/lines", "prune/raw"])
+        for n in range(3):
+            gazctl(b, "journals", "append", "-l", "name=prune/lines", input=f"{n}".encode() * 1100)
+        assert b.wait_persisted(), kind
+        assert len(s3.list_objects_v2(Bucket=bucket, Prefix="pre/prune/lines/").get("Contents", [])) == 2
+
+        err = realgazette.gazctl(
+            "journals", "prune", "-l", "name:prefix=prune/", "--log.level=info", address=b.address
+        ).stderr.decode()
+        # gazctl logs what it pruned: the same counts against both brokers.
+        err = re.sub(r'time="[^"]*" |mod=\d+ ', "", err.replace(bucket, "BUCKET"))
+        logs[kind] = sorted(err.splitlines())
+        assert s3.list_objects_v2(Bucket=bucket, Prefix="pre/prune/lines/").get("KeyCount") == 0, kind
+
+        # The brokers drop the removed fragments at their next store refresh; the open one stays.
+        with b.client() as c:
+            deadline = time.monotonic() + 30
+            while [f.spec.begin for f in c.list_fragments("prune/lines")] != [2200]:
+                assert time.monotonic() < deadline, (kind, c.list_fragments("prune/lines"))
+                time.sleep(0.2)
+    assert logs["gazette"] == logs["embedded"]
+    assert any("fragmentsPruned=2" in line and "finished pruning" in line for line in logs["embedded"])
