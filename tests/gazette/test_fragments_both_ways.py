@@ -61,7 +61,7 @@ def _sum_hex(s: dict) -> str:
     ).hex()
 
 
-@pytest.mark.parametrize("codec", [pb.GZIP, pb.ZSTANDARD, pb.SNAPPY])
+@pytest.mark.parametrize("codec", [pb.NONE, pb.GZIP, pb.ZSTANDARD, pb.SNAPPY], ids=pb.CompressionCodec.Name)
 def test_embedded_fragments_are_served_by_gazette(gazette_cluster, tmp_path, codec):
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
