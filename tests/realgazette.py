@@ -232,6 +232,25 @@ def _wait_http(url: str, proc: subprocess.Popen, log: pathlib.Path, what: str) -
     raise TimeoutError(f"{what} was not ready at {url} within {START_TIMEOUT}s:\n{_log_tail(log)}")
 
 
+def gazctl(
+    *args: str, address: str, input: bytes | str | None = None, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Run ``.bin/gazctl`` with BROKER_ADDRESS=``address`` (any broker: a cluster's or the
+    embedded one); with ``check``, a non-zero exit fails with gazctl's stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env["BROKER_ADDRESS"] = address
+    if isinstance(input, str):
+        input = input.encode()
+    proc = subprocess.run(
+        [str(BIN / "gazctl"), *args], input=input, capture_output=True, env=env, timeout=timeout, check=False
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"gazctl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr.decode(errors='replace')}"
+        )
+    return proc
+
+
 class GazetteCluster:
     """etcd and ``brokers`` Gazette brokers sharing one ``--broker.file-root`` and a unique etcd
     prefix. ``auth_keys`` is passed as ``--broker.auth-keys``; ``extra_env`` is added to the
@@ -332,18 +351,7 @@ class GazetteCluster:
         timeout: float = 60,
         address: str | None = None,
     ) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
-        env["BROKER_ADDRESS"] = address or self.address
-        if isinstance(input, str):
-            input = input.encode()
-        proc = subprocess.run(
-            [str(BIN / "gazctl"), *args], input=input, capture_output=True, env=env, timeout=timeout, check=False
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"gazctl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr.decode(errors='replace')}"
-            )
-        return proc
+        return gazctl(*args, address=address or self.address, input=input, check=check, timeout=timeout)
 
     def apply_specs(self, specs: Iterable, *, timeout: float = 30) -> None:
         """Create (or update) journals with our client's Apply, then wait until each has a primary."""

@@ -21,8 +21,13 @@ def test_headers_name_this_broker_as_sole_primary(gz):
     resp = gz.apply(change(gz.spec("hdr/journal")))
     h = resp.header
     assert h.process_id.zone == "local" and h.process_id.suffix == gz.broker.process_suffix
-    assert list(h.route.members) == [h.process_id] and h.route.primary == 0
-    assert list(h.route.endpoints) == [gz.broker.address]
+    # Apply's header is "unrouted" as Gazette's is: it concerns no single journal.
+    assert h.HasField("route") and list(h.route.members) == [] and h.route.primary == -1
+    (page,) = gz.list(pb.LabelSelector(include=label_set({"name": "hdr/journal"})))
+    assert page.header.route.primary == -1 and list(page.header.route.members) == []
+    (listed,) = page.journals
+    assert list(listed.route.members) == [h.process_id] and listed.route.primary == 0
+    assert list(listed.route.endpoints) == [gz.broker.address]
     assert gz.broker.address.startswith("http://127.0.0.1:")
     assert all([h.etcd.cluster_id, h.etcd.member_id, h.etcd.revision, h.etcd.raft_term])
 

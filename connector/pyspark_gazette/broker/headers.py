@@ -63,10 +63,13 @@ class HeaderFactory:
         return pb.Route(members=[self.process_id], primary=0, endpoints=endpoints)
 
     def header(self, *, with_route: bool = True, revision: int | None = None) -> pb.Header:
+        """A response header. ``with_route=False`` is Gazette's "unrouted" header, as List, Apply
+        and FragmentStoreHealth send it: no members and primary -1, since the answer concerns no
+        single journal."""
         s = self._state
         return pb.Header(
             process_id=self.process_id,
-            route=self.route() if with_route else None,
+            route=self.route() if with_route else pb.Route(primary=-1),
             etcd=pb.Header.Etcd(
                 cluster_id=s.cluster_id,
                 member_id=s.member_id,

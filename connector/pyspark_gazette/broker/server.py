@@ -91,7 +91,7 @@ class JournalServicer(pb_grpc.JournalServicer):
             for e in entries
         ]
         first = pb.ListResponse(
-            status=pb.OK, header=self.headers.header(revision=revision), journals=journals[:LIST_PAGE]
+            status=pb.OK, header=self.headers.header(with_route=False, revision=revision), journals=journals[:LIST_PAGE]
         )
         yield first
         for i in range(LIST_PAGE, len(journals), LIST_PAGE):
@@ -124,7 +124,7 @@ class JournalServicer(pb_grpc.JournalServicer):
                     )
         ok, revision = self.core.apply(list(request.changes))
         status = pb.OK if ok else pb.ETCD_TRANSACTION_FAILED
-        return pb.ApplyResponse(status=status, header=self.headers.header(revision=revision))
+        return pb.ApplyResponse(status=status, header=self.headers.header(with_route=False, revision=revision))
 
     # ---------------------------------------------------------------- Append
 
@@ -322,7 +322,9 @@ class JournalServicer(pb_grpc.JournalServicer):
             context.abort(grpc.StatusCode.UNKNOWN, redact_url(f"fragment_store: {e}"))
         error = self.core.stores.health(request.fragment_store)
         status = pb.FRAGMENT_STORE_UNHEALTHY if error else pb.OK
-        return pb.FragmentStoreHealthResponse(status=status, header=self.headers.header(), store_health_error=error)
+        return pb.FragmentStoreHealthResponse(
+            status=status, header=self.headers.header(with_route=False), store_health_error=error
+        )
 
 
 def _listed(selector: pb.LabelSelector, claims: Claims | None, spec: pb.JournalSpec) -> bool:
