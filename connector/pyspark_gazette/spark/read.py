@@ -63,10 +63,12 @@ LOSS_COUNTER = LossCounter()
 
 
 def connections(opts: ReadOptions) -> Connections:
+    """This process's connections to the cluster (one channel per broker, shared by threads)."""
     key = opts.connection
-    conns = _conns.get(key)
-    if conns is None:
-        conns = _conns[key] = Connections(opts.connection.client_config(direct_reads=False))
+    with _stores_lock:
+        conns = _conns.get(key)
+        if conns is None:
+            conns = _conns[key] = Connections(opts.connection.client_config(direct_reads=False))
     return conns
 
 
