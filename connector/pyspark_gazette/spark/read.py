@@ -53,10 +53,12 @@ class LossCounter:
     def __init__(self) -> None:
         self.segments = 0
         self.bytes = 0
+        self._lock = threading.Lock()  # packed partitions read pieces in threads
 
     def add(self, nbytes: int) -> None:
-        self.segments += 1
-        self.bytes += max(0, nbytes)
+        with self._lock:
+            self.segments += 1
+            self.bytes += max(0, nbytes)
 
 
 LOSS_COUNTER = LossCounter()
