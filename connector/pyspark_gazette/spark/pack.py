@@ -18,9 +18,10 @@ weighs a piece by its planned offset range (never by which fragments happen to b
 the same micro-batch offsets always give the same partitions, which the exactly-once sink relies on.
 
 :func:`read_packed` reads a packed partition's pieces with a small thread pool, so the latency of
-many small reads (a Read RPC or a store GET each) overlaps, and yields their batches in piece
-order, hence in offset order per journal. At most :data:`READ_THREADS` reads run at once, and
-reads ahead are bounded by ``maxPartitionBytes`` of planned content.
+many small reads (a Read RPC or a store GET each) overlaps, and yields their rows in piece order,
+hence in offset order per journal, joining the small batches of consecutive pieces into one. At
+most :data:`READ_THREADS` reads run at once, and reads ahead are bounded by ``maxPartitionBytes``
+of planned content.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ from pyspark_gazette.spark.plan import GazettePartition
 READ_THREADS = 4
 #: Pieces read ahead of the one being yielded, at most.
 READ_AHEAD = 16
+#: Batches of consecutive pieces are joined up to this many rows or bytes: a thousand one-row
+#: batches cost Spark far more to take in than one batch of a thousand rows.
+COALESCE_ROWS = 8192
+COALESCE_BYTES = 4 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +125,8 @@ def read_packed(part: PackedPartition, opts: ReadOptions, schema: StructType) ->
     pending: collections.deque[tuple[Future[list[pa.RecordBatch]], int]] = collections.deque()
     ahead = 0
     nxt = 0
+    buf: list[pa.RecordBatch] = []  # small batches of consecutive pieces, sent to Spark as one
+    rows = nbytes = 0
     with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(members)), thread_name_prefix="gazette-pack") as pool:
         try:
             while nxt < len(members) or pending:
@@ -133,10 +140,25 @@ def read_packed(part: PackedPartition, opts: ReadOptions, schema: StructType) ->
                 future, length = pending.popleft()
                 batches = future.result()
                 ahead -= length
-                yield from batches
+                for batch in batches:
+                    if buf and (batch.schema != buf[0].schema):
+                        yield _concat(buf)
+                        buf, rows, nbytes = [], 0, 0
+                    buf.append(batch)
+                    rows += batch.num_rows
+                    nbytes += batch.nbytes
+                    if rows >= COALESCE_ROWS or nbytes >= COALESCE_BYTES:
+                        yield _concat(buf)
+                        buf, rows, nbytes = [], 0, 0
+            if buf:
+                yield _concat(buf)
         finally:
             for future, _ in pending:
                 future.cancel()
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def _read_all(member: GazettePartition, opts: ReadOptions, schema: StructType) -> list[pa.RecordBatch]:
