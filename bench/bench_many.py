@@ -11,6 +11,8 @@ lines as N one-line files, then measures on a local[2] Spark:
   (a) ``count()`` over a selector of the N journals vs ``spark.read.text`` over the N files, both
       warm, best of ``--rounds`` (interleaved), goal ratio >= 0.5 (within 2x);
   (p) driver planning of the batch read (List, ListFragments of every journal, packing), goal < 2 s;
+  (r) the executor read path alone (no Spark, in this process): every packed partition read one
+      piece at a time vs with the pool;
   (l) a stream's ``latestOffset`` over the N journals, goal < 500 ms, and that an idle trigger
       (no new data) returns its start, so Spark runs no batch and no tasks;
   (s) a stream over the N journals where ``--active`` of them receive one message per trigger vs the
@@ -161,6 +163,23 @@ def run(n: int, args, spark, work: str) -> dict:
         schema = untyped_schema(True, False)
         plan_s = [timed(lambda: GazetteBatchReader(ro, schema).partitions()) for _ in range(args.rounds)]
 
+        # (r) the executor read path alone, in this process: every packed partition, one read at
+        # a time vs the pool (the broker runs in this process too, so they share its cores).
+        import pyspark_gazette.spark.pack as pack_module
+        from pyspark_gazette.spark.batch import read_partition
+
+        planned = GazetteBatchReader(ro, schema).partitions()
+        source_s = {}
+        for threads in (1, pack_module.READ_THREADS):
+            saved, pack_module.READ_THREADS = pack_module.READ_THREADS, threads
+            try:
+                source_s[threads] = min(
+                    timed(lambda: [b.num_rows for p in planned for b in read_partition(p, ro, schema)])
+                    for _ in range(args.rounds)
+                )
+            finally:
+                pack_module.READ_THREADS = saved
+
         sr = GazetteStreamReader(ReadOptions.parse(opts, streaming=True), schema)
         start = sr.initialOffset()
         limit = sr.getDefaultReadLimit()
@@ -173,6 +192,9 @@ def run(n: int, args, spark, work: str) -> dict:
             print(f"  {k:26s} {best[k]:7.2f}s   [{', '.join(f'{x:.2f}' for x in v)}]")
         print(f"  partitions: {parts}")
         print(f"  planning {min(plan_s):.2f}s  [{', '.join(f'{x:.2f}' for x in plan_s)}]")
+        print(
+            f"  source only, one process, by reads at once: {', '.join(f'{k}: {v:.2f}s' for k, v in source_s.items())}"
+        )
         print(f"  latestOffset {min(latest_s) * 1000:.0f} ms  [{', '.join(f'{x * 1000:.0f}' for x in latest_s)}]")
         print(f"  idle trigger returns its start (no batch, no tasks): {idle_is_start}", flush=True)
 
