@@ -238,7 +238,7 @@ def main() -> int:
     sys.path.insert(0, HERE)
     from benchlib import local_spark
 
-    work = tempfile.mkdtemp(prefix="bench-many-", dir=os.environ.get("BENCH_TMP", HERE))
+    work = tempfile.mkdtemp(prefix="bench-many-", dir=os.environ.get("BENCH_TMP"))  # never inside the repository
     spark = local_spark(**{"spark.sql.session.timeZone": "UTC", "spark.driver.memory": "2g"})
     try:
         for n in (int(x) for x in args.journals.split(",")):
