@@ -1,7 +1,8 @@
 """Batch reads: ``spark.read.format("gazette")``.
 
 The driver resolves the journals (List), takes one fragment-listing snapshot per journal and
-plans partitions (:mod:`pyspark_gazette.spark.plan`); executors read them
+plans partitions (:mod:`pyspark_gazette.spark.plan`), packing small journals together
+(:mod:`pyspark_gazette.spark.pack`); executors read them
 (:mod:`pyspark_gazette.spark.read`) and yield Arrow batches (:mod:`pyspark_gazette.spark.output`).
 
 With ``filterPushdown=true`` (and Spark's ``spark.sql.python.filterPushdown.enabled``), filters
@@ -46,6 +47,17 @@ def read_batches(part: GazettePartition, opts: ReadOptions, schema: StructType) 
             yield batch
 
 
+def read_partition(part: InputPartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
+    """The record batches of a one-journal or a packed partition."""
+    from pyspark_gazette.spark.pack import PackedPartition, read_packed
+
+    if isinstance(part, PackedPartition):
+        yield from read_packed(part, opts, schema)
+        return
+    assert isinstance(part, GazettePartition)
+    yield from read_batches(part, opts, schema)
+
+
 @dataclasses.dataclass
 class Pruning:
     """Bounds collected from pushed filters."""
@@ -74,6 +86,7 @@ class GazetteBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         from pyspark_gazette.client import JournalClient
         from pyspark_gazette.spark.journals import resolve_journals
+        from pyspark_gazette.spark.pack import pack
         from pyspark_gazette.spark.plan import plan
 
         with JournalClient(self.opts.connection.client_config()) as client:
@@ -85,16 +98,18 @@ class GazetteBatchReader(DataSourceReader):
                 if self.pruning.keep_journal(i.name)
             ]
             parts, ranges = plan(client, infos, self.opts)
-        parts = prune(parts, self.pruning)
+        packed = pack(prune(parts, self.pruning), self.opts)
         log.info(
-            "planned %d partitions over %d journals (%d bytes)", len(parts), len(ranges), sum(p.length for p in parts)
+            "planned %d partitions over %d journals (%d bytes)",
+            len(packed),
+            len(ranges),
+            sum(p.length for p in packed),
         )
         # Spark needs at least one partition; an empty one reads nothing.
-        return parts or [GazettePartition(0, "", "lines", ())]
+        return packed or [GazettePartition(0, "", "lines", ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, GazettePartition)
-        yield from read_batches(partition, self.opts, self.schema)
+        yield from read_partition(partition, self.opts, self.schema)
 
 
 class GazettePushdownBatchReader(GazetteBatchReader):

@@ -203,6 +203,26 @@ OPTIONS: tuple[Option, ...] = (
         example="256m",
     ),
     Option(
+        "openCostInBytes",
+        "bytes",
+        4 << 20,
+        "Estimated cost of opening one journal piece, in bytes, when small pieces of many journals are "
+        "packed into one input partition (like Spark's `spark.sql.files.openCostInBytes`): each piece "
+        "counts as its length plus this, up to `maxPartitionBytes` a partition.",
+        scopes=READS,
+        example="1m",
+    ),
+    Option(
+        "minPartitions",
+        "int",
+        None,
+        "Packing aims for at least this many input partitions (like Spark's "
+        "`spark.sql.files.minPartitionNum`): a partition holds at most the total bytes (with open "
+        "costs) divided by it. Unset, partitions are filled up to `maxPartitionBytes`.",
+        scopes=READS,
+        example="8",
+    ),
+    Option(
         "filterPushdown",
         "bool",
         False,
@@ -643,6 +663,8 @@ class ReadOptions:
     min_bytes_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
     read_committed_lookback: int = 64 << 20
+    open_cost_bytes: int = 4 << 20
+    min_partitions: int | None = None
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -726,7 +748,15 @@ class ReadOptions:
             min_bytes_per_trigger=v.get("minBytesPerTrigger"),
             max_trigger_delay=v.get("maxTriggerDelay") or 900.0,
             read_committed_lookback=v.get("readCommittedLookbackBytes") or option("readCommittedLookbackBytes").default,
+            open_cost_bytes=v.get("openCostInBytes") or option("openCostInBytes").default,
+            min_partitions=_min_partitions(v.get("minPartitions")),
         )
+
+
+def _min_partitions(value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise OptionError("minPartitions", f"must be at least 1, got {value}")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,11 @@ journal, and the range is cut into :class:`Segment` s along fragment boundaries:
 * content not yet persisted, and everything when ``directReads`` is off, is read through the
   broker's Read RPC;
 * small direct segments are coalesced into one partition up to ``maxPartitionBytes``; a long
-  unpersisted tail is split at that size (text framings only).
+  unpersisted tail is split at that size (text framings only);
+* the pieces of many small journals are then packed together into few partitions
+  (:mod:`pyspark_gazette.spark.pack`).
+
+The fragment listings of many journals are fetched concurrently (:data:`PLAN_THREADS` at a time).
 
 The snapshot makes a read repeatable: the partitions name exact byte ranges, so running the same
 plan again reads the same bytes even while the journal grows.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql.datasource import InputPartition
 
@@ -37,6 +42,8 @@ from pyspark_gazette.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)
 
+#: ListFragments calls in flight at once while planning many journals.
+PLAN_THREADS = 8
 #: Lifetime asked for signed fragment URLs (``signedUrls``): tasks may start well after planning.
 SIGNED_URL_TTL = 6 * 3600.0
 
@@ -101,6 +108,21 @@ class Snapshot:
     @property
     def earliest(self) -> int:
         return self.fragments[0].spec.begin if self.fragments else self.write_head
+
+
+def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: ReadOptions) -> list[Snapshot]:
+    """:func:`take_snapshot` of each journal, in order, up to :data:`PLAN_THREADS` at a time.
+
+    The first failure (in journal order) is raised and the listings not yet started are dropped.
+    """
+    if len(infos) <= 1:
+        return [take_snapshot(client, info, opts) for info in infos]
+    pool = ThreadPoolExecutor(max_workers=min(PLAN_THREADS, len(infos)), thread_name_prefix="gazette-plan")
+    try:
+        futures = [pool.submit(take_snapshot, client, info, opts) for info in infos]
+        return [f.result() for f in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def take_snapshot(client: JournalClient, info: JournalInfo, opts: ReadOptions) -> Snapshot:
@@ -283,8 +305,7 @@ def plan(
     """Partitions of a batch read, and the planned ``[start, end)`` of each journal."""
     parts: list[GazettePartition] = []
     ranges: dict[str, tuple[int, int]] = {}
-    for info in infos:
-        snap = take_snapshot(client, info, opts)
+    for snap in take_snapshots(client, infos, opts):
         start = start_offset(snap, opts)
         end = end_offset(snap, opts, start)
         if end < start:

@@ -53,20 +53,24 @@ class LossCounter:
     def __init__(self) -> None:
         self.segments = 0
         self.bytes = 0
+        self._lock = threading.Lock()  # packed partitions read pieces in threads
 
     def add(self, nbytes: int) -> None:
-        self.segments += 1
-        self.bytes += max(0, nbytes)
+        with self._lock:
+            self.segments += 1
+            self.bytes += max(0, nbytes)
 
 
 LOSS_COUNTER = LossCounter()
 
 
 def connections(opts: ReadOptions) -> Connections:
+    """This process's connections to the cluster (one channel per broker, shared by threads)."""
     key = opts.connection
-    conns = _conns.get(key)
-    if conns is None:
-        conns = _conns[key] = Connections(opts.connection.client_config(direct_reads=False))
+    with _stores_lock:
+        conns = _conns.get(key)
+        if conns is None:
+            conns = _conns[key] = Connections(opts.connection.client_config(direct_reads=False))
     return conns
 
 

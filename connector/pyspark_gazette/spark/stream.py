@@ -7,8 +7,9 @@ scales with the object store.
 
 * ``initialOffset``: ``startingOffsets`` (default ``latest``, like Spark's Kafka source) or
   ``startingTimestamp``.
-* ``latestOffset(start, limit)``: the journals' write heads (one List and one metadata-only Read
-  per journal: no fragment listing), cut by the read limit. ``maxBytesPerTrigger`` (or Spark's
+* ``latestOffset(start, limit)``: the journals' write heads (one List, then one metadata-only
+  Read per journal, :data:`SWEEP_THREADS` at a time: no fragment listing), cut by the read limit.
+  With no new data it returns ``start`` and Spark runs no batch (no tasks). ``maxBytesPerTrigger`` (or Spark's
   ``ReadMaxBytes``) is shared across journals: each journal with a backlog first gets up to
   ``limit / (2 * journals)``, the rest is shared in proportion to the remaining backlogs, so a
   small journal is never starved by a big one. ``minBytesPerTrigger`` holds a batch back until that
@@ -17,6 +18,11 @@ scales with the object store.
 * Journals matching a ``selector`` that appear later are read from their start; journals that
   disappear end cleanly. Missing content (retention deleted it before it was read) follows
   ``failOnDataLoss``.
+
+Each micro-batch's journal ranges are cut at absolute multiples of ``maxPartitionBytes``
+(:func:`aligned_partitions`), and the pieces of many small journals are packed together
+(:mod:`pyspark_gazette.spark.pack`) by their offset spans, so the partitions depend on the batch's
+offsets alone.
 
 Batch ends may fall inside a message when a read limit cuts a journal: the message that begins
 before the end belongs to that batch (read whole) and the next batch skips its tail, so every
@@ -32,7 +38,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -48,6 +56,9 @@ from pyspark_gazette.errors import JournalNotFoundError
 from pyspark_gazette.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+#: Metadata reads (write heads) and listings in flight at once on the driver.
+SWEEP_THREADS = 16
 #: Clients of the driver-side stream readers, by connection (see ``GazetteStreamReader._client``).
 _planner_clients: dict = {}
 
@@ -69,6 +80,20 @@ def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
     return alloc
 
 
+def aligned_spans(framing: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """``[start, end)`` cut at absolute multiples of ``size`` (text framings; others stay whole)."""
+    from pyspark_gazette.spark.journals import TEXT_FRAMINGS
+
+    if framing not in TEXT_FRAMINGS:
+        return [(start, end)] if start < end else []  # only text framings resume inside a message
+    out = []
+    chunk = (start // size) * size
+    while chunk < end:
+        out.append((max(start, chunk), min(end, chunk + size)))
+        chunk += size
+    return out
+
+
 def aligned_partitions(
     journal: str, framing: str, start: int, end: int, segs: list, size: int, first_index: int
 ) -> list:
@@ -81,17 +106,10 @@ def aligned_partitions(
     """
     import dataclasses
 
-    from pyspark_gazette.spark.journals import TEXT_FRAMINGS
     from pyspark_gazette.spark.plan import GazettePartition, _merge_broker_runs
 
-    if framing not in TEXT_FRAMINGS:
-        size = max(size, end - start)  # not split: only text framings resume inside a message
-        chunk = start
-    else:
-        chunk = (start // size) * size
     out: list[GazettePartition] = []
-    while chunk < end:
-        lo, hi = max(start, chunk), min(end, chunk + size)
+    for lo, hi in aligned_spans(framing, start, end, size):
         pieces = []
         for seg in segs:
             b, e = max(seg.begin, lo), min(seg.end, hi)
@@ -99,8 +117,20 @@ def aligned_partitions(
                 boundary = seg.boundary if b == seg.begin else False
                 pieces.append(dataclasses.replace(seg, begin=b, end=e, boundary=boundary))
         out.append(GazettePartition(first_index + len(out), journal, framing, tuple(_merge_broker_runs(pieces))))
-        chunk += size
     return out
+
+
+def sweep(fn: Callable[[str], _T], names: Sequence[str]) -> dict[str, _T]:
+    """``fn(name)`` for every name, :data:`SWEEP_THREADS` calls at a time; the first error (in
+    name order) is raised and the calls not yet started are dropped."""
+    if len(names) <= 1:
+        return {n: fn(n) for n in names}
+    pool = ThreadPoolExecutor(max_workers=min(SWEEP_THREADS, len(names)), thread_name_prefix="gazette-sweep")
+    try:
+        futures = [pool.submit(fn, n) for n in names]
+        return {n: f.result() for n, f in zip(names, futures, strict=True)}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -156,7 +186,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return first.spec.begin if first is not None else 0
 
     def _heads(self, client) -> dict[str, int]:
-        return {info.name: self._write_head(client, info.name) for info in self._journals(client)}
+        names = [info.name for info in self._journals(client)]
+        return sweep(lambda name: self._write_head(client, name), names)
 
     # -- DataSourceStreamReader ---------------------------------------------------------------
 
@@ -164,21 +195,20 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from pyspark_gazette.spark.options import check_offsets_name_read_journals
         from pyspark_gazette.spark.plan import start_offset, take_snapshot
 
-        out: dict[str, int] = {}
         client = self._client()
-        infos = self._journals(client)
+        infos = {info.name: info for info in self._journals(client)}
         # Only where a query starts: later, the selector's journals may come and go.
-        check_offsets_name_read_journals(self.opts.starting_offsets, None, [i.name for i in infos])
-        for info in infos:
+        check_offsets_name_read_journals(self.opts.starting_offsets, None, list(infos))
+
+        def initial(name: str) -> int:
             if self.opts.starting_timestamp is None and not isinstance(self.opts.starting_offsets, dict):
                 if (self.opts.starting_offsets or "latest") == "latest":
-                    out[info.name] = self._write_head(client, info.name)
-                else:
-                    out[info.name] = self._earliest(client, info.name)
-                continue
-            snap = take_snapshot(client, info, self.opts)
-            out[info.name] = start_offset(snap, self.opts, default="latest")
-        return out
+                    return self._write_head(client, name)
+                return self._earliest(client, name)
+            snap = take_snapshot(client, infos[name], self.opts)
+            return start_offset(snap, self.opts, default="latest")
+
+        return sweep(initial, list(infos))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_bytes_per_trigger:
@@ -196,12 +226,12 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             heads = {j: min(h, self._target[j]) for j, h in heads.items() if j in self._target}
         self._latest = heads
+        # A journal that appeared after the query started: read it from its start.
+        new = sweep(lambda journal: self._earliest(client, journal), [j for j in heads if j not in start])
         for journal, head in heads.items():
-            if journal not in start:
-                # A journal that appeared after the query started: read it from its start.
-                begin = self._earliest(client, journal)
-                end[journal] = begin
-                backlogs[journal] = head - begin
+            if journal in new:
+                end[journal] = new[journal]
+                backlogs[journal] = head - new[journal]
             else:
                 backlogs[journal] = max(0, head - int(start[journal]))
         waiting = sum(backlogs.values())
@@ -226,38 +256,61 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return dict(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        from pyspark_gazette.spark.pack import pack
         from pyspark_gazette.spark.plan import GazettePartition, segments, take_snapshot
 
-        parts: list[GazettePartition] = []
         client = self._client()
         infos = {i.name: i for i in self._journals(client)}
+        # (journal, start, end) of each journal to read, in name order.
+        ranges: list[tuple[str, int, int]] = []
         for journal in sorted(end):
             e = int(end[journal])
             s = int(start.get(journal, e if journal not in infos else -1))
-            info = infos.get(journal)
-            if info is None:
-                if s < e:
-                    self._lost(journal, s, e, "the journal no longer exists")
-                continue
             if s == -1:
                 s = self._earliest(client, journal)
-            if s >= e:
-                continue
-            try:
-                snap = take_snapshot(client, info, self.opts)
-            except JournalNotFoundError:
-                self._lost(journal, s, e, "the journal was deleted")
-                continue
-            if self.opts.read_committed:
-                from pyspark_gazette.spark.stream_committed import committed_partition
+            if s < e:
+                ranges.append((journal, s, e))
 
+        def snapshot(journal: str):
+            info = infos.get(journal)
+            if info is None:
+                return "the journal no longer exists"
+            try:
+                return take_snapshot(client, info, self.opts)
+            except JournalNotFoundError:
+                return "the journal was deleted"
+
+        snaps = sweep(snapshot, [j for j, _, _ in ranges])
+        if self.opts.read_committed:
+            from pyspark_gazette.spark.stream_committed import committed_partition
+
+            parts: list = []
+            for journal, s, e in ranges:
+                snap = snaps[journal]
+                if isinstance(snap, str):
+                    self._lost(journal, s, e, snap)
+                    continue
                 parts.append(committed_partition(snap, s, e, self.opts, len(parts)))
-                continue
-            segs = segments(snap, s, e, self.opts)
-            parts.extend(
-                aligned_partitions(snap.name, snap.framing, s, e, segs, self.opts.max_partition_bytes, len(parts))
-            )
-        return parts
+            return parts
+        # Pieces weigh their offset span, never their content, so that packing depends on the
+        # offsets alone: a missing journal keeps empty pieces in its place.
+        size = self.opts.max_partition_bytes
+        pieces: list[GazettePartition] = []
+        weights: list[int] = []
+        for journal, s, e in ranges:
+            snap = snaps[journal]
+            if isinstance(snap, str):
+                self._lost(journal, s, e, snap)
+                framing = self.opts.framing if self.opts.framing != "auto" else "lines"
+                spans = aligned_spans(framing, s, e, size)
+                pieces.extend(GazettePartition(0, journal, framing, ()) for _ in spans)
+            else:
+                spans = aligned_spans(snap.framing, s, e, size)
+                pieces.extend(
+                    aligned_partitions(snap.name, snap.framing, s, e, segments(snap, s, e, self.opts), size, 0)
+                )
+            weights.extend(hi - lo for lo, hi in spans)
+        return pack(pieces, self.opts, weights)
 
     def _lost(self, journal: str, begin: int, end: int, why: str) -> None:
         from pyspark_gazette.spark.plan import DataLoss
@@ -268,17 +321,15 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.warning("%s; skipped (failOnDataLoss=false)", text)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from pyspark_gazette.spark.batch import read_batches
-        from pyspark_gazette.spark.plan import GazettePartition
+        from pyspark_gazette.spark.batch import read_partition
 
-        assert isinstance(partition, GazettePartition)
         if self.opts.read_committed:
             from pyspark_gazette.spark.stream_committed import CommittedStreamPartition, read_committed_batches
 
             assert isinstance(partition, CommittedStreamPartition)
             yield from read_committed_batches(partition, self.opts, self.schema)
             return
-        yield from read_batches(partition, self.opts, self.schema)
+        yield from read_partition(partition, self.opts, self.schema)
 
     def commit(self, end: dict) -> None:
         pass

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Many small journals: the gazette source against Spark reading as many small files, same run.
+
+    .venv/bin/python bench/bench_many.py [--journals 1000,5000] [--rounds 3] [--active 10] [--triggers 6] [--persisted]
+
+For each journal count N, one run creates N ndjson journals on an embedded broker (Apply in
+batches of 128), appends one small message to each (live content, read through the broker; with
+``--persisted`` a persisted fragment instead, read directly from the store) and writes the same N
+lines as N one-line files, then measures on a local[2] Spark:
+
+  (a) ``count()`` over a selector of the N journals vs ``spark.read.text`` over the N files, both
+      warm, best of ``--rounds`` (interleaved), goal ratio >= 0.5 (within 2x);
+  (p) driver planning of the batch read (List, ListFragments of every journal, packing), goal < 2 s;
+  (r) the executor read path alone (no Spark, in this process): every packed partition read one
+      piece at a time vs with the pool;
+  (l) a stream's ``latestOffset`` over the N journals, goal < 500 ms, and that an idle trigger
+      (no new data) returns its start, so Spark runs no batch and no tasks;
+  (s) a stream over the N journals where ``--active`` of them receive one message per trigger vs the
+      same stream over just those journals: median trigger time (Spark's ``triggerExecution``) of
+      ``--triggers`` triggers after one warm-up, goal ratio <= 1.5.
+
+Ratios are baseline time / our time for (a) (above 1 means ours is faster) and ours / baseline
+for (s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def line(name: str, i: int) -> bytes:
+    return json.dumps({"journal": name, "i": i}, separators=(",", ":")).encode() + b"\n"
+
+
+def persist(broker, store: str, name: str, content: bytes) -> None:
+    """``content`` as the journal's first fragment, written straight into the file store."""
+    import hashlib
+
+    from pyspark_gazette.fragments import FragmentRef, compress_bytes
+    from pyspark_gazette.protocol import pb
+
+    ref = FragmentRef(name, 0, len(content), hashlib.sha1(content).hexdigest(), pb.ZSTANDARD)
+    path = os.path.join(store, "bench", ref.content_path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(compress_bytes(pb.ZSTANDARD, content))
+    broker.refresh(name)
+
+
+def stream_triggers(
+    spark, broker, store, client, options: dict, active: list[str], triggers: int, work: str, existing: int
+) -> list:
+    """Trigger times (ms) of a stream from the journals' start (``existing`` messages), where each
+    of ``active`` then gets one message per trigger; the first trigger is a warm-up."""
+    r = spark.readStream.format("gazette").option("broker.address", broker.address).option("store.fileRoot", store)
+    r = r.option("startingOffsets", "earliest")
+    for k, v in options.items():
+        r = r.option(k, v)
+    name = "q" + os.urandom(4).hex()
+    q = (
+        r.load()
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", os.path.join(work, "ckpt-" + name))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    times = []
+    try:
+        seen = existing
+        for t in range(triggers + 1):
+            for j in active:
+                client.append(j, line(j, 1000 + t))
+            seen += len(active)
+            deadline = time.monotonic() + 120
+            while spark.sql(f"SELECT count(*) FROM {name}").collect()[0][0] < seen:
+                if q.exception() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"stream did not catch up: {q.exception()}")
+                time.sleep(0.05)
+            progress = [p for p in q.recentProgress if p["numInputRows"] > 0]
+            if t > 0:  # the first trigger is the warm-up
+                times.append(progress[-1]["durationMs"]["triggerExecution"])
+    finally:
+        q.stop()
+    return times
+
+
+def run(n: int, args, spark, work: str) -> dict:
+    from pyspark.sql import functions as F
+
+    from benchlib import ndjson_spec
+    from pyspark_gazette.broker import EmbeddedBroker
+    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+    from pyspark_gazette.protocol import label_set
+    from pyspark_gazette.spark.batch import GazetteBatchReader
+    from pyspark_gazette.spark.options import ReadOptions
+    from pyspark_gazette.spark.source import untyped_schema
+    from pyspark_gazette.spark.stream import GazetteStreamReader
+
+    base = os.path.join(work, f"n{n}")
+    store = os.path.join(base, "store")
+    files = os.path.join(base, "files")
+    os.makedirs(files)
+    with EmbeddedBroker(os.path.join(base, "broker"), file_root=store) as broker:
+        client = JournalClient(ClientConfig(broker.address, file_root=store))
+        names = [f"many/j{i:05d}" for i in range(n)]
+        specs = []
+        for name in names:
+            spec = ndjson_spec(name, 1 << 20)
+            spec.labels.CopyFrom(label_set({"content-type": "application/x-ndjson", "set": "many"}))
+            specs.append(Change(0, upsert=spec))
+        t = time.perf_counter()
+        client.apply_in_batches(specs)
+        for i, name in enumerate(names):
+            if args.persisted:
+                persist(broker, store, name, line(name, 0))
+            else:
+                client.append(name, line(name, 0))
+            with open(os.path.join(files, f"part-{i:05d}.json"), "wb") as f:
+                f.write(line(name, 0))
+        print(f"\n== {n} journals: created and appended in {time.perf_counter() - t:.1f}s")
+
+        opts = {"broker.address": broker.address, "store.fileRoot": store, "selector": "set=many"}
+
+        def gz(**more):
+            r = spark.read.format("gazette")
+            for k, v in {**opts, **more}.items():
+                r = r.option(k, v)
+            return r.load()
+
+        cases = {
+            "gazette count()": lambda: gz().agg(F.count("value")).collect()[0][0],
+            "gazette, openCost 1m": lambda: gz(openCostInBytes="1m").agg(F.count("value")).collect()[0][0],
+            "spark.read.text count()": lambda: spark.read.text(files).agg(F.count("value")).collect()[0][0],
+        }
+        assert all(fn() == n for fn in cases.values())  # and warm-up
+        parts = {
+            "gazette": gz().rdd.getNumPartitions(),
+            "gazette, openCost 1m": gz(openCostInBytes="1m").rdd.getNumPartitions(),
+            "text": spark.read.text(files).rdd.getNumPartitions(),
+        }
+        rounds: dict[str, list[float]] = {k: [] for k in cases}
+        for _ in range(args.rounds):
+            for k, fn in cases.items():
+                rounds[k].append(timed(fn))
+
+        ro = ReadOptions.parse(opts)
+        schema = untyped_schema(True, False)
+        plan_s = [timed(lambda: GazetteBatchReader(ro, schema).partitions()) for _ in range(args.rounds)]
+
+        # (r) the executor read path alone, in this process: every packed partition, one read at
+        # a time vs the pool (the broker runs in this process too, so they share its cores).
+        import pyspark_gazette.spark.pack as pack_module
+        from pyspark_gazette.spark.batch import read_partition
+
+        planned = GazetteBatchReader(ro, schema).partitions()
+        source_s = {}
+        for threads in (1, pack_module.READ_THREADS):
+            saved, pack_module.READ_THREADS = pack_module.READ_THREADS, threads
+            try:
+                source_s[threads] = min(
+                    timed(lambda: [b.num_rows for p in planned for b in read_partition(p, ro, schema)])
+                    for _ in range(args.rounds)
+                )
+            finally:
+                pack_module.READ_THREADS = saved
+
+        sr = GazetteStreamReader(ReadOptions.parse(opts, streaming=True), schema)
+        start = sr.initialOffset()
+        limit = sr.getDefaultReadLimit()
+        latest_s = [timed(lambda: sr.latestOffset(start, limit)) for _ in range(args.rounds)]
+        idle_is_start = sr.latestOffset(start, limit) == start
+
+        best = {k: min(v) for k, v in rounds.items()}
+        print(f"best of {args.rounds} rounds on local[2] (all rounds in brackets)")
+        for k, v in rounds.items():
+            print(f"  {k:26s} {best[k]:7.2f}s   [{', '.join(f'{x:.2f}' for x in v)}]")
+        print(f"  partitions: {parts}")
+        print(f"  planning {min(plan_s):.2f}s  [{', '.join(f'{x:.2f}' for x in plan_s)}]")
+        print(
+            f"  source only, one process, by reads at once: {', '.join(f'{k}: {v:.2f}s' for k, v in source_s.items())}"
+        )
+        print(f"  latestOffset {min(latest_s) * 1000:.0f} ms  [{', '.join(f'{x * 1000:.0f}' for x in latest_s)}]")
+        print(f"  idle trigger returns its start (no batch, no tasks): {idle_is_start}", flush=True)
+
+        active = names[:: max(1, n // args.active)][: args.active]
+        t = args.triggers
+        many = stream_triggers(spark, broker, store, client, {"selector": "set=many"}, active, t, base, n)
+        # The active journals now hold 1 + (t + 1) messages each.
+        few = stream_triggers(
+            spark, broker, store, client, {"journals": ",".join(active)}, active, t, base, len(active) * (t + 2)
+        )
+        client.close()
+
+    best = {k: min(v) for k, v in rounds.items()}
+    print(f"  stream trigger ms, {n} journals ({len(active)} active): {many}")
+    print(f"  stream trigger ms, {len(active)} journals: {few}")
+    ratio = best["spark.read.text count()"] / best["gazette count()"]
+    stream_ratio = statistics.median(many) / statistics.median(few)
+    print(f"  (a) count() vs spark.read.text: ratio {ratio:.2f} (goal >= 0.5)")
+    small = best["spark.read.text count()"] / best["gazette, openCost 1m"]
+    print(f"  (a') the same with openCostInBytes=1m: ratio {small:.2f}")
+    print(f"  (p) planning {min(plan_s):.2f}s (goal < 2 s)")
+    print(f"  (l) latestOffset {min(latest_s) * 1000:.0f} ms (goal < 500 ms)")
+    print(f"  (s) stream {n} journals / {len(active)} journals: {stream_ratio:.2f} (goal <= 1.5)")
+    return {"ratio": ratio, "plan": min(plan_s), "latest": min(latest_s), "stream": stream_ratio}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--journals", default="1000,5000", help="comma-separated journal counts (default %(default)s)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--active", type=int, default=10, help="journals receiving data per stream trigger")
+    p.add_argument("--triggers", type=int, default=6)
+    p.add_argument(
+        "--persisted",
+        action="store_true",
+        help="the journals' messages are persisted fragments (read directly from the store), not live content",
+    )
+    args = p.parse_args()
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, HERE)
+    from benchlib import local_spark
+
+    work = tempfile.mkdtemp(prefix="bench-many-", dir=os.environ.get("BENCH_TMP"))  # never inside the repository
+    spark = local_spark(**{"spark.sql.session.timeZone": "UTC", "spark.driver.memory": "2g"})
+    try:
+        for n in (int(x) for x in args.journals.split(",")):
+            run(n, args, spark, work)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Many small journals: packed partitions, batch and stream, against the embedded broker."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from spark_helpers import events, fill, ndjson, reader
+
+from pyspark_gazette.client import Change
+from pyspark_gazette.fragments import FragmentRef
+from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.pack import PackedPartition
+
+
+def create_many(client, prefix: str, n: int, *, length: int = 1 << 20) -> list[str]:
+    from conftest import make_spec
+
+    names = [f"{prefix}/j{i:04d}" for i in range(n)]
+    client.apply_in_batches(
+        [Change(expect_mod_revision=0, upsert=make_spec(n, length=length, labels={"set": prefix})) for n in names]
+    )
+    return names
+
+
+def line(journal: str, i: int) -> bytes:
+    return json.dumps({"journal": journal, "i": i}, separators=(",", ":")).encode() + b"\n"
+
+
+def persisted_then_tail(client, name: str) -> None:
+    """40 lines (past the 1 KiB fragment length, so the next append persists them), then one."""
+    client.append(name, line(name, 0) * 40)
+    client.append(name, line(name, 1))
+
+
+def read_opts(broker, **options) -> ReadOptions:
+    base = {"broker.address": broker.address, "store.fileRoot": broker.store_root}
+    return ReadOptions.parse({**base, **options}, env={})
+
+
+def planned(broker, schema, **options):
+    from pyspark_gazette.spark.batch import GazetteBatchReader
+
+    return GazetteBatchReader(read_opts(broker, **options), schema).partitions()
+
+
+def test_many_one_message_journals_read_in_few_partitions(spark, broker, client):
+    names = create_many(client, "many", 120)
+    for name in names:
+        client.append(name, line(name, 0))
+    df = reader(spark, broker, selector="set=many").load()
+    rows = df.collect()
+    assert sorted((r.journal, r.offset, r.value) for r in rows) == sorted(
+        (n, 0, line(n, 0).decode().strip()) for n in names
+    )
+    # 120 pieces of (~35 bytes + 4 MiB open cost) in 128 MiB partitions: 31 a partition.
+    assert df.rdd.getNumPartitions() == 4
+    # minPartitions spreads them out again.
+    assert reader(spark, broker, selector="set=many", minPartitions="10").load().rdd.getNumPartitions() >= 10
+
+
+def test_the_same_offsets_plan_the_same_partitions(spark, broker, client):
+    names = create_many(client, "det", 40, length=1024)
+    for name in names:
+        persisted_then_tail(client, name)
+    assert broker.wait_persisted(30)
+    ends = {n: client.list_fragments(n)[-1].spec.end for n in names}
+    schema = reader(spark, broker, selector="set=det").load().schema
+    opts = {
+        "selector": "set=det",
+        "endingOffsets": json.dumps(ends),
+        "openCostInBytes": "1k",
+        "maxPartitionBytes": "8k",
+    }
+    first = planned(broker, schema, **opts)
+    for name in names[:5]:
+        client.append(name, line(name, 2))  # more data after the planned ends
+    assert first == planned(broker, schema, **opts)
+    # Each journal is two pieces (its persisted fragment, 1,200 bytes, and its 30-byte tail), each
+    # weighing 1 KiB more: two journals fit in 8 KiB.
+    assert all(isinstance(p, PackedPartition) and len(p.journals) == 2 for p in first) and len(first) == 20
+    # Each packed partition mixes direct fragment reads and broker-read tails.
+    for p in first:
+        kinds = {s.fragment is None for m in p.members for s in m.segments}
+        assert kinds == {True, False}
+
+
+def test_tiny_and_huge_journals_tails_and_fragments_mixed(spark, broker, client, create_journal):
+    names = create_many(client, "mixed", 30, length=1024)
+    expected = []
+    for name in names:
+        persisted_then_tail(client, name)
+        first, second = line(name, 0), line(name, 1)
+        expected += [(name, k * len(first), first.decode().strip()) for k in range(40)]
+        expected.append((name, 40 * len(first), second.decode().strip()))
+    for big in ("mixed/big-a", "mixed/big-b"):
+        create_journal(big, length=1024, labels={"set": "mixed"})
+        expected += [(big, o, v.decode()) for o, v in fill(client, broker, big, batches=12, per_batch=40)]
+    assert broker.wait_persisted(30)
+    options = {"selector": "set=mixed", "maxPartitionBytes": "8k", "openCostInBytes": "256"}
+    df = reader(spark, broker, **options).load()
+    got = df.collect()
+    assert sorted((r.journal, r.offset, r.value) for r in got) == sorted(expected)
+    # Big journals are split as before; the small ones share partitions.
+    parts = planned(broker, df.schema, **options)
+    alone = [p for p in parts if not isinstance(p, PackedPartition)]
+    assert {p.journal for p in alone} == {"mixed/big-a", "mixed/big-b"} and len(alone) >= 4
+    packed = [p for p in parts if isinstance(p, PackedPartition)]
+    in_packs = [j for p in packed for j in p.journals]
+    assert sorted(j for j in in_packs if not j.startswith("mixed/big")) == names  # the big ones' short tails may join
+    # Rows of one journal come out in offset order inside a partition.
+    per_part = df.rdd.mapPartitions(lambda it: [[(r.journal, r.offset) for r in it]]).collect()
+    for rows in per_part:
+        for journal in {j for j, _ in rows}:
+            offsets = [o for j, o in rows if j == journal]
+            assert offsets == sorted(offsets)
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_lost_fragment_in_a_packed_partition_names_its_journal(spark, broker, client, fail):
+    names = create_many(client, f"loss{int(fail)}", 12, length=1024)
+    for name in names:
+        persisted_then_tail(client, name)
+    assert broker.wait_persisted(30)
+    victim = names[7]
+    frag = FragmentRef.from_proto(client.list_fragments(victim)[0].spec)
+    path = os.path.join(broker.store_root, "store", frag.content_path)
+    assert os.path.exists(path), path
+    r = reader(spark, broker, selector=f"set=loss{int(fail)}", failOnDataLoss=str(fail).lower())
+    df = r.load()  # planned before the file goes: the plan still has the fragment
+    assert df.rdd.getNumPartitions() == 1
+    os.remove(path)
+    if fail:
+        with pytest.raises(Exception, match=repr(victim)):
+            df.collect()
+        return
+    rows = df.collect()
+    assert sorted(r.journal for r in rows) == sorted([n for n in names for _ in range(41) if n != victim] + [victim])
+
+
+def test_stream_over_many_journals_packs_deterministic_partitions(spark, broker, client, tmp_path):
+    from pyspark_gazette.spark.stream import GazetteStreamReader
+
+    names = create_many(client, "stm", 60)
+    for name in names:
+        client.append(name, ndjson(events(2)))
+    df = (
+        spark.readStream.format("gazette")
+        .option("broker.address", broker.address)
+        .option("store.fileRoot", broker.store_root)
+        .option("selector", "set=stm")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    q = (
+        df.writeStream.format("memory")
+        .queryName("many_stm")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+    got = spark.sql("SELECT journal, offset FROM many_stm").collect()
+    second = len(ndjson(events(1)))
+    assert sorted((r.journal, r.offset) for r in got) == sorted((n, o) for n in names for o in (0, second))
+
+    sr = GazetteStreamReader(read_opts(broker, selector="set=stm"), df.schema)
+    start = {n: 0 for n in names}
+    end = sr.latestOffset(start, sr.getDefaultReadLimit())
+    first = sr.partitions(start, end)
+    assert len(first) == 2 and all(isinstance(p, PackedPartition) for p in first)
+    assert sr.latestOffset(end, sr.getDefaultReadLimit()) == end  # idle: Spark runs no batch
+    for name in names[:10]:
+        client.append(name, ndjson(events(1)))  # new data and a new layout after the batch's end
+    assert sr.partitions(start, end) == first
+    assert sr.partitions(end, end) == []

@@ -1,0 +1,95 @@
+"""Packing of small journal pieces into partitions (spark/pack.py), without a broker."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from pyspark_gazette.errors import OptionError
+from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.pack import PackedPartition, pack
+from pyspark_gazette.spark.plan import GazettePartition, Segment
+
+KIB = 1 << 10
+
+
+def opts(**options: str) -> ReadOptions:
+    return ReadOptions.parse({"broker.address": "http://127.0.0.1:1", "journals": "a/b/c", **options}, env={})
+
+
+def piece(journal: str, begin: int, end: int) -> GazettePartition:
+    return GazettePartition(0, journal, "ndjson", (Segment(journal, begin, end),))
+
+
+def members(part) -> list[GazettePartition]:
+    return list(part.members) if isinstance(part, PackedPartition) else [part]
+
+
+def test_options_parse_and_default_like_spark():
+    assert opts().open_cost_bytes == 4 << 20 and opts().min_partitions is None
+    o = opts(openCostInBytes="1k", minPartitions="3")
+    assert (o.open_cost_bytes, o.min_partitions) == (1024, 3)
+    for key, value in (("openCostInBytes", "0"), ("minPartitions", "0"), ("minPartitions", "many")):
+        with pytest.raises(OptionError, match=key):
+            opts(**{key: value})
+
+
+def test_a_thousand_tiny_journals_pack_like_spark_packs_small_files():
+    pieces = [piece(f"many/j{i:04d}", 0, 60) for i in range(1000)]
+    parts = pack(pieces, opts())
+    # 128 MiB partitions of (60 bytes + 4 MiB open cost) pieces: 31 a partition, as Spark packs files.
+    assert [len(members(p)) for p in parts] == [31] * 32 + [8]
+    assert [p.index for p in parts] == list(range(len(parts)))
+    assert [m for p in parts for m in members(p)] == pieces  # order kept, nothing lost or repeated
+    assert all(isinstance(p, PackedPartition) for p in parts)
+    assert parts[0].journals == tuple(f"many/j{i:04d}" for i in range(31))
+
+
+def test_packing_is_deterministic_and_pickles():
+    pieces = [piece(f"d/j{i:03d}", 0, (i * 37) % 500 + 1) for i in range(300)]
+    o = opts(maxPartitionBytes="8k", openCostInBytes="1k")
+    first, second = pack(pieces, o), pack(list(pieces), o)
+    assert first == second
+    assert pickle.loads(pickle.dumps(first)) == first
+
+
+def test_partitions_stay_within_the_byte_limit():
+    o = opts(maxPartitionBytes="10k", openCostInBytes="1k")
+    pieces = [piece(f"lim/j{i:03d}", 0, (i * 131) % 3000 + 1) for i in range(200)]
+    for p in pack(pieces, o):
+        ms = members(p)
+        weight = sum(m.length + 1024 for m in ms)
+        assert len(ms) == 1 or weight <= 10 * KIB
+
+
+def test_tiny_and_huge_journals_together():
+    o = opts(maxPartitionBytes="64k", openCostInBytes="4k")
+    tiny = [piece(f"mix/a{i:02d}", 0, 100) for i in range(20)]
+    huge = [piece("mix/huge", b, b + 64 * KIB) for b in range(0, 256 * KIB, 64 * KIB)]
+    more = [piece(f"mix/z{i:02d}", 0, 100) for i in range(20)]
+    parts = pack(tiny + huge + more, o)
+    alone = [p for p in parts if not isinstance(p, PackedPartition)]
+    # Each piece of the huge journal is a partition of its own; the tiny ones share.
+    assert [(p.journal, p.segments[0].begin) for p in alone] == [("mix/huge", b) for b in range(0, 256 * KIB, 64 * KIB)]
+    packed = [p for p in parts if isinstance(p, PackedPartition)]
+    assert sum(len(p.members) for p in packed) == 40 and len(packed) <= 4
+    assert [p.index for p in parts] == list(range(len(parts)))
+
+
+def test_min_partitions_spreads_a_small_read():
+    pieces = [piece(f"min/j{i:02d}", 0, 100) for i in range(20)]
+    assert len(pack(pieces, opts())) == 1
+    spread = pack(pieces, opts(minPartitions="4"))
+    assert len(spread) >= 4 and sum(len(members(p)) for p in spread) == 20
+
+
+def test_weights_not_content_decide_the_packing():
+    o = opts(maxPartitionBytes="8k", openCostInBytes="1k")
+    full = [piece(f"w/j{i}", 0, 3000) for i in range(6)]
+    # The same offset spans with some content missing (skipped data loss): same grouping.
+    holey = [GazettePartition(0, p.journal, p.framing, () if i % 2 else p.segments) for i, p in enumerate(full)]
+    weights = [3000] * 6
+    shape = [[m.journal for m in members(p)] for p in pack(full, o, weights)]
+    assert shape == [[m.journal for m in members(p)] for p in pack(holey, o, weights)]
+    assert shape == [["w/j0", "w/j1"], ["w/j2", "w/j3"], ["w/j4", "w/j5"]]
