@@ -7,6 +7,8 @@ import io
 import logging
 import os
 import pickle
+import re
+import sys
 
 import pytest
 
@@ -20,7 +22,8 @@ from pyspark_gazette.fragments import (
     open_fragment_url,
     parse_store_url,
 )
-from pyspark_gazette.fragments.stores import _s3_options
+from pyspark_gazette.fragments import stores as stores_module
+from pyspark_gazette.fragments.stores import _azure_options, _gcs_options, _s3_options, require_package, scheme_options
 from pyspark_gazette.protocol import pb
 
 CONTENT = b'{"Msg": "Hello, Gazette!"}\n'
@@ -139,19 +142,86 @@ def test_s3_options_from_url_and_overrides():
     assert opts["endpoint_url"] is None and "s3" not in opts["config_kwargs"]
 
 
-@pytest.mark.parametrize(("scheme", "package"), [("gs", "gcsfs"), ("azure", "adlfs")])
-def test_missing_filesystem_package_is_a_clear_error(scheme, package):
-    try:
-        __import__(package)
-    except ImportError:
-        pass
-    else:
-        pytest.skip(f"{package} is installed")
-    store = FragmentStore(f"{scheme}://bucket/prefix/")
-    with pytest.raises(StoreError, match=f"pip install {package}") as info:
+@pytest.mark.parametrize(
+    ("scheme", "package", "extra"),
+    [("s3", "s3fs", "s3"), ("gs", "gcsfs", "gcs"), ("azure", "adlfs", "azure"), ("azure-ad", "adlfs", "azure")],
+)
+def test_missing_filesystem_package_names_the_extra(monkeypatch, scheme, package, extra):
+    monkeypatch.setitem(sys.modules, package, None)  # makes `import package` raise ImportError
+    monkeypatch.setitem(sys.modules, package + ".core", None)
+    monkeypatch.setattr(stores_module, "_FS_CACHE", {})  # no filesystem made by an earlier test
+    url = f"{scheme}://bucket/acct/cont/prefix/" if scheme == "azure-ad" else f"{scheme}://bucket/prefix/"
+    hint = f"pip install 'pyspark-gazette[{extra}]'"
+    with pytest.raises(StoreError, match=re.escape(hint)):
+        require_package(scheme)
+    store = FragmentStore(url)
+    with pytest.raises(StoreError, match=re.escape(hint)) as info:
         store.list("j")
     assert isinstance(info.value.__cause__, ImportError)
-    assert f"pip install {package}" in store.health()
+    assert hint in store.health()
+    require_package("file")  # nothing to install
+
+
+def test_azure_ad_urls_need_account_and_container():
+    url = parse_store_url("azure-ad://tenant-id/account/container/pre/fix/")
+    assert (url.bucket, url.prefix) == ("tenant-id", "account/container/pre/fix/")
+    assert parse_store_url("azure-ad://tenant-id/account/container/").prefix == "account/container/"
+    with pytest.raises(StoreURLError, match="missing storage account"):
+        parse_store_url("azure-ad://tenant-id//container/")
+    with pytest.raises(StoreURLError, match="missing storage container"):
+        parse_store_url("azure-ad://tenant-id/account/")
+    with pytest.raises(StoreURLError, match="missing bucket"):
+        parse_store_url("azure-ad:///account/container/")
+
+
+@pytest.mark.parametrize("scheme", ["gs", "azure", "azure-ad"])
+def test_gazette_query_arguments_of_gcs_and_azure(scheme):
+    base = "azure-ad://t/a/c/p/" if scheme == "azure-ad" else f"{scheme}://b/p/"
+    assert parse_store_url(base + "?find=a/&replace=b/").rewrite("a/x") == "b/x"
+    assert parse_store_url(base + "?FIND=a/&Replace=b/").rewrite("a/x") == "b/x"  # names match case-insensitively
+    for key in ("endpoint", "region", "profile", "account"):  # S3's arguments are not theirs
+        with pytest.raises(StoreURLError, match=f"unknown query argument '{key}'"):
+            parse_store_url(base + f"?{key}=x")
+
+
+def test_storage_options_are_scoped_per_scheme():
+    options = {"s3.key": "K", "gs.token": "anon", "azure.connection_string": "C", "timeout": 5}
+    assert scheme_options("s3", options) == {"key": "K", "timeout": 5}
+    assert scheme_options("gs", options) == {"token": "anon", "timeout": 5}
+    assert scheme_options("azure", options) == {"connection_string": "C", "timeout": 5}
+    assert scheme_options("azure-ad", options) == {"connection_string": "C", "timeout": 5}
+
+
+def test_gcs_options_follow_the_emulator_host(monkeypatch):
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    assert "endpoint_url" not in _gcs_options({})
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:4443")
+    opts = _gcs_options({})
+    assert (opts["endpoint_url"], opts["token"]) == ("http://127.0.0.1:4443", "anon")
+    opts = _gcs_options({"endpoint_url": "https://gcs.internal:1", "token": "/key.json", "signing_credentials": "x"})
+    assert (opts["endpoint_url"], opts["token"]) == ("https://gcs.internal:1", "/key.json")
+    assert "signing_credentials" not in opts  # ours, not gcsfs's
+
+
+def test_azure_options_use_gazettes_variables(monkeypatch):
+    monkeypatch.setenv("AZURE_ACCOUNT_NAME", "acct")
+    monkeypatch.setenv("AZURE_ACCOUNT_KEY", "a2V5")
+    monkeypatch.setenv("AZURE_CLIENT_ID", "cid")
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", "csecret")
+    opts = _azure_options(parse_store_url("azure://container/p/"), {})
+    assert (opts["account_name"], opts["account_key"]) == ("acct", "a2V5")
+    opts = _azure_options(parse_store_url("azure://container/p/"), {"connection_string": "C"})
+    assert "account_key" not in opts and opts["connection_string"] == "C"
+    opts = _azure_options(parse_store_url("azure://container/p/"), {"sas_token": "sv=1"})
+    assert "account_key" not in opts and opts["account_name"] == "acct"
+    opts = _azure_options(parse_store_url("azure-ad://tenant/acct2/container/p/"), {})
+    assert (opts["tenant_id"], opts["account_name"], opts["client_id"], opts["client_secret"]) == (
+        "tenant",
+        "acct2",
+        "cid",
+        "csecret",
+    )
 
 
 # -- the file store ----------------------------------------------------------------------------

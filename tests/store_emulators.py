@@ -1,0 +1,218 @@
+"""Object-store emulators for the GCS and Azure store tests, started on free loopback ports.
+
+* GCS: fsouza/fake-gcs-server (JSON API, uploads, XML-style downloads), built into ``.bin/`` by
+  ``make emulators`` from ``tests/peers/fake-gcs-server``'s go.mod.
+* Azure Blob: Azurite, installed by ``make emulators`` from npm into ``.tools/azurite``.
+
+Each server is a child process the fixture stops by its own PID (SIGTERM, then SIGKILL), also
+when the test fails. Readiness is awaited on the server's own "listening" log line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FAKE_GCS = ROOT / ".bin" / "fake-gcs-server"
+AZURITE = ROOT / ".tools" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
+
+# Azurite's well-known development account (public, documented by Microsoft; not a secret).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def require_fake_gcs() -> None:
+    if not FAKE_GCS.exists():
+        pytest.skip("fake-gcs-server is not installed: run make emulators (needs Go)")
+
+
+def require_azurite() -> None:
+    if not AZURITE.exists() or shutil.which("node") is None:
+        pytest.skip("azurite is not installed: run make emulators (needs node and npm)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Emulator:
+    proc: subprocess.Popen[bytes]
+    endpoint: str  # http://127.0.0.1:PORT
+    log: list[str]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def _start(argv: list[str], ready: str, endpoint: str, timeout: float = 60, cwd: str | None = None) -> Emulator:
+    """Start ``argv`` and wait for a log line containing ``ready`` (or the process's exit)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd)
+    log: list[str] = []
+    seen = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip()
+            if len(log) < 200:
+                log.append(line)
+            if ready in line:
+                seen.set()
+        seen.set()  # EOF: the process exited
+
+    threading.Thread(target=pump, name=f"log-{os.path.basename(argv[0])}", daemon=True).start()
+    emulator = Emulator(proc, endpoint, log)
+    if not seen.wait(timeout) or proc.poll() is not None:
+        emulator.stop()
+        raise RuntimeError(f"{argv[0]} did not start: " + " | ".join(log[-20:]))
+    return emulator
+
+
+@contextlib.contextmanager
+def fake_gcs_server(tmpdir: str) -> Iterator[Emulator]:
+    """fake-gcs-server over plain HTTP on a free loopback port, objects in memory."""
+    require_fake_gcs()
+    last: Exception | None = None
+    for _ in range(3):  # the port is picked before the server binds it: retry a lost race
+        port = _free_port()
+        endpoint = f"http://127.0.0.1:{port}"
+        argv = [
+            str(FAKE_GCS),
+            "-scheme=http",
+            "-host=127.0.0.1",
+            f"-port={port}",
+            "-backend=memory",
+            f"-public-host=127.0.0.1:{port}",
+            f"-external-url={endpoint}",
+            "-log-level=info",
+        ]
+        try:
+            emulator = _start(argv, "server started at", endpoint, cwd=tmpdir)
+        except RuntimeError as e:
+            last = e
+            continue
+        try:
+            yield emulator
+        finally:
+            emulator.stop()
+        return
+    raise RuntimeError(f"fake-gcs-server did not start: {last}")
+
+
+@contextlib.contextmanager
+def azurite(tmpdir: str) -> Iterator[Emulator]:
+    """Azurite's blob service over plain HTTP on a free loopback port, blobs in memory."""
+    require_azurite()
+    last: Exception | None = None
+    for _ in range(3):
+        port = _free_port()
+        endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
+        argv = [
+            str(AZURITE),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--loose",
+            "--disableTelemetry",
+        ]
+        try:
+            emulator = _start(argv, "successfully listens on", endpoint, cwd=tmpdir)
+        except RuntimeError as e:
+            last = e
+            continue
+        try:
+            yield emulator
+        finally:
+            emulator.stop()
+        return
+    raise RuntimeError(f"azurite did not start: {last}")
+
+
+def azurite_connection_string(endpoint: str) -> str:
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};BlobEndpoint={endpoint};"
+    )
+
+
+def gcs_create_bucket(endpoint: str, name: str) -> None:
+    import json
+    import urllib.request
+
+    body = json.dumps({"name": name}).encode()
+    request = urllib.request.Request(
+        f"{endpoint}/storage/v1/b?project=emulator", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200, response.status
+
+
+def gcs_filesystem(endpoint: str):
+    import gcsfs.core
+
+    return gcsfs.core.GCSFileSystem(endpoint_url=endpoint, token="anon", project="emulator", skip_instance_cache=True)
+
+
+def azure_service(endpoint: str):
+    from azure.storage.blob import BlobServiceClient
+
+    return BlobServiceClient.from_connection_string(azurite_connection_string(endpoint))
+
+
+def azure_create_container(endpoint: str, name: str) -> None:
+    with azure_service(endpoint) as service:
+        service.create_container(name)
+
+
+def write_service_account_key(directory: str) -> str:
+    """Write a service-account key file with a fresh RSA key (for signing URLs locally)."""
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    info = {
+        "type": "service_account",
+        "project_id": "emulator",
+        "private_key_id": "0" * 40,
+        "private_key": pem,
+        "client_email": "gazette-test@emulator.iam.gserviceaccount.com",
+        "client_id": "1",
+        "token_uri": "http://127.0.0.1:9/token",
+    }
+    path = os.path.join(directory, "service-account.json")
+    with open(path, "w") as f:
+        json.dump(info, f)
+    return path
