@@ -16,7 +16,13 @@ from pyspark_gazette.spark.plan import Snapshot, segments
 
 def snapshot(store: str) -> Snapshot:
     fragment = pb.Fragment(
-        journal="apps/journal", begin=0, end=100, sum=pb.SHA1Sum(), compression_codec=pb.NONE, backing_store=store, mod_time=7
+        journal="apps/journal",
+        begin=0,
+        end=100,
+        sum=pb.SHA1Sum(),
+        compression_codec=pb.NONE,
+        backing_store=store,
+        mod_time=7,
     )
     info = JournalInfo(spec=pb.JournalSpec(name="apps/journal"), mod_revision=1, create_revision=1, route=pb.Route())
     return Snapshot(info=info, framing="lines", fragments=(ListedFragment(fragment),), write_head=100)
