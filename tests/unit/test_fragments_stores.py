@@ -335,3 +335,40 @@ def test_file_fragment_url_rules(root):
         open_fragment_url("file:///no/such/file", pb.NONE, file_root=root)
     with pytest.raises(StoreURLError, match="unsupported scheme 'ftp'"):
         open_fragment_url("ftp://host/x", pb.NONE)
+
+
+class _FailingFile:
+    """A remote file whose reads fail as an SDK does once its retries are spent."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def read(self, size: int = -1) -> bytes:
+        raise self.error
+
+    def close(self) -> None:
+        pass
+
+
+class HttpResponseError(Exception):  # named like azure.core's, not an OSError
+    pass
+
+
+@pytest.mark.parametrize("error", [HttpResponseError("SlowDown"), OSError("HTTP 503"), ValueError("bad chunk")])
+def test_store_read_failures_are_store_errors_naming_the_fragment(error):
+    from pyspark_gazette.fragments.stores import _StoreStream
+
+    ref = make_ref()
+    stream = _StoreStream(_FailingFile(error), ref)
+    with pytest.raises(StoreError) as info:
+        stream.read(10)
+    assert ref.content_path in str(info.value) and type(error).__name__ in str(info.value)
+    assert info.value.__cause__ is error
+
+
+def test_a_vanished_object_is_fragment_not_found():
+    from pyspark_gazette.fragments.stores import _StoreStream
+
+    ref = make_ref()
+    with pytest.raises(FragmentNotFoundError):
+        _StoreStream(_FailingFile(FileNotFoundError("gone")), ref).read(10)

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import builtins
 import datetime as _dt
+import http.client
 import io
 import logging
 import os
 import posixpath
 import shutil
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -70,6 +72,7 @@ _FS_PACKAGES = {"s3": "s3fs", "gs": "gcsfs", "azure": "adlfs", "azure-ad": "adlf
 EXTRAS = {"s3": "s3", "gs": "gcs", "azure": "azure", "azure-ad": "azure"}
 # storage_options keys scoped to one scheme: "gs.token" applies to gs:// stores only.
 _OPTION_SCOPES = {"s3": "s3", "gs": "gs", "azure": "azure", "azure-ad": "azure"}
+_GCS_OPEN_BACKOFF = (0.5, 1.0, 2.0, 4.0)
 _GCS_TOKEN_MODES = ("anon", "browser", "cache", "cloud", "google_default")
 _COPY_CHUNK = 8 << 20
 _READ_BLOCK = 8 << 20
@@ -309,6 +312,9 @@ class FragmentStore:
     def _open_gcs_stored(self, location: str) -> Any:
         """One streaming GET of a whole GCS object, asking for the stored bytes.
 
+        Retries: HTTP 408, 429 and 5xx answers and connection failures are retried after 0.5,
+        1, 2 and 4 s (as gcsfs would); 403/404 and a failure after the last retry surface.
+
         GZIP_OFFLOAD_DECOMPRESSION objects carry ``Content-Encoding: gzip``, and GCS (like its
         emulators) transcodes them on download and then ignores byte ranges, which breaks
         gcsfs's ranged, auto-decompressing reads. With ``Accept-Encoding: gzip`` GCS serves the
@@ -321,18 +327,29 @@ class FragmentStore:
             f"{endpoint.rstrip('/')}/download/storage/v1/b/{urllib.parse.quote(bucket, safe='')}"
             f"/o/{urllib.parse.quote(key, safe='')}?alt=media"
         )
-        headers = {"Accept-Encoding": "gzip"}
-        self._fs.credentials.apply(headers)
-        request = urllib.request.Request(url, headers=headers, method="GET")
-        try:
-            return urllib.request.urlopen(request, timeout=60)  # noqa: S310 - http(s) only
-        except urllib.error.HTTPError as e:
-            e.close()
-            if e.code == 404:
-                raise FileNotFoundError(f"HTTP 404 {e.reason}") from None
-            if e.code == 403:
-                raise PermissionError(f"HTTP 403 {e.reason}") from None
-            raise OSError(f"HTTP {e.code} {e.reason}") from None
+        for attempt, backoff in enumerate((*_GCS_OPEN_BACKOFF, None)):
+            headers = {"Accept-Encoding": "gzip"}
+            self._fs.credentials.apply(headers)
+            request = urllib.request.Request(url, headers=headers, method="GET")
+            try:
+                return urllib.request.urlopen(request, timeout=60)  # noqa: S310 - http(s) only
+            except urllib.error.HTTPError as e:
+                e.close()
+                if e.code == 404:
+                    raise FileNotFoundError(f"HTTP 404 {e.reason}") from None
+                if e.code == 403:
+                    raise PermissionError(f"HTTP 403 {e.reason}") from None
+                failure: OSError = OSError(f"HTTP {e.code} {e.reason}")
+                retriable = e.code in (408, 429) or e.code >= 500
+            except (OSError, http.client.HTTPException) as e:
+                failure, retriable = OSError(f"{type(e).__name__}: {e}"), True
+            if not retriable or backoff is None:
+                raise failure
+            logger.debug(
+                "GET of %s failed (attempt %d, retry in %gs): %s", redact_url(url), attempt + 1, backoff, failure
+            )
+            time.sleep(backoff)
+        raise AssertionError("unreachable")
 
     def _sign_gcs(self, key: str, expires: int) -> str:
         """A V4 signed GET URL, signed locally with a service-account key as Gazette requires:
@@ -509,7 +526,9 @@ class _StoreStream(io.BufferedIOBase):
                 end=self._ref.end,
                 fragment=self._ref.content_path,
             ) from e
-        except (OSError, ValueError) as e:
+        except GazetteError:
+            raise
+        except Exception as e:  # OSError, and the SDKs' own errors once their retries are spent
             if self.closed:
                 raise
             raise StoreError(redact_url(f"reading fragment {self._ref.describe()}: {type(e).__name__}: {e}")) from e

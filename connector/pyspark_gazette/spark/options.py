@@ -270,8 +270,7 @@ OPTIONS: tuple[Option, ...] = (
         "store.gcs.credentialsFile",
         "string",
         None,
-        "Service-account key file on the executors for `gs://` stores "
-        "(else Application Default Credentials).",
+        "Service-account key file on the executors for `gs://` stores (else Application Default Credentials).",
         example="/etc/gcp/reader.json",
     ),
     Option(
