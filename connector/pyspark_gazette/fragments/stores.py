@@ -160,8 +160,12 @@ class FragmentStore:
 
     ``file_root`` (default ``/``) is the local directory ``file://`` URLs are rooted at, like
     the broker's ``--broker.file-root``. ``storage_options`` go to the fsspec filesystem and
-    may override the environment's credentials and settings: ``key``, ``secret``, ``token``,
-    ``anon``, ``endpoint_url``, ``region`` (s3), anything else is passed through. Filesystems
+    may override the environment's credentials and settings; a key scoped ``s3.``, ``gs.`` or
+    ``azure.`` reaches that scheme only (see :func:`scheme_options`). s3: ``key``, ``secret``,
+    ``token``, ``anon``, ``endpoint_url``, ``region``; gs: ``token``, ``endpoint_url`` (else
+    ``STORAGE_EMULATOR_HOST``), ``signing_credentials`` (a service-account key for signed URLs);
+    azure: ``account_name``, ``account_key``, ``sas_token``, ``connection_string`` (else
+    Gazette's ``AZURE_ACCOUNT_NAME``/``AZURE_ACCOUNT_KEY``); anything else is passed through. Filesystems
     are created lazily and cached per process and options; pickling a store carries only its
     constructor arguments, so stores built on the driver work in Spark executors.
     """
