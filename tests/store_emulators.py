@@ -53,6 +53,8 @@ class Emulator:
     proc: subprocess.Popen[bytes]
     endpoint: str  # http://127.0.0.1:PORT
     log: list[str]
+    tls_endpoint: str = ""  # https://127.0.0.1:PORT, if served
+    ca_file: str = ""  # the certificate of tls_endpoint
 
     @property
     def pid(self) -> int:
@@ -95,25 +97,38 @@ def _start(argv: list[str], ready: str, endpoint: str, timeout: float = 60, cwd:
 
 
 @contextlib.contextmanager
-def fake_gcs_server(tmpdir: str) -> Iterator[Emulator]:
-    """fake-gcs-server over plain HTTP on a free loopback port, objects in memory."""
+def fake_gcs_server(tmpdir: str, tls: bool = False) -> Iterator[Emulator]:
+    """fake-gcs-server over plain HTTP on a free loopback port, objects in memory.
+
+    With ``tls`` it also serves HTTPS (``-scheme both``) with a fresh self-signed certificate for
+    127.0.0.1: ``emulator.tls_endpoint`` and ``emulator.ca_file`` (Gazette's Go client signs
+    ``https://`` URLs for its emulator host and fetches them in its store health check).
+    """
     require_fake_gcs()
     last: Exception | None = None
     for _ in range(3):  # the port is picked before the server binds it: retry a lost race
         port = _free_port()
         endpoint = f"http://127.0.0.1:{port}"
+        tls_port = _free_port() if tls else 0
+        public = f"127.0.0.1:{tls_port}" if tls else f"127.0.0.1:{port}"
         argv = [
             str(FAKE_GCS),
-            "-scheme=http",
+            "-scheme=both" if tls else "-scheme=http",
             "-host=127.0.0.1",
-            f"-port={port}",
+            f"-port={tls_port}" if tls else f"-port={port}",
             "-backend=memory",
-            f"-public-host=127.0.0.1:{port}",
-            f"-external-url={endpoint}",
+            f"-public-host={public}",
+            f"-external-url={'https' if tls else 'http'}://{public}",
             "-log-level=info",
         ]
+        if tls:
+            cert, key = write_self_signed_cert(tmpdir)
+            argv += [f"-port-http={port}", f"-cert-location={cert}", f"-private-key-location={key}"]
         try:
-            emulator = _start(argv, "server started at", endpoint, cwd=tmpdir)
+            emulator = _start(argv, "server started at https" if tls else "server started at", endpoint, cwd=tmpdir)
+            if tls:
+                emulator.tls_endpoint = f"https://127.0.0.1:{tls_port}"
+                emulator.ca_file = cert
         except RuntimeError as e:
             last = e
             continue
@@ -216,3 +231,43 @@ def write_service_account_key(directory: str) -> str:
     with open(path, "w") as f:
         json.dump(info, f)
     return path
+
+
+def write_self_signed_cert(directory: str) -> tuple[str, str]:
+    """A fresh self-signed certificate for 127.0.0.1 and localhost: (cert file, key file)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = os.path.join(directory, "emulator-cert.pem"), os.path.join(directory, "emulator-key.pem")
+    with open(cert_path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as f:
+        f.write(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+    return cert_path, key_path
