@@ -141,13 +141,19 @@ def fake_gcs_server(tmpdir: str, tls: bool = False) -> Iterator[Emulator]:
 
 
 @contextlib.contextmanager
-def azurite(tmpdir: str) -> Iterator[Emulator]:
-    """Azurite's blob service over plain HTTP on a free loopback port, blobs in memory."""
+def azurite(tmpdir: str, tls: bool = False) -> Iterator[Emulator]:
+    """Azurite's blob service over plain HTTP on a free loopback port, blobs in memory.
+
+    With ``tls`` it serves HTTPS instead, with a fresh self-signed certificate that is also valid
+    for ``devstoreaccount1.blob.core.windows.net`` (``emulator.ca_file``): Gazette's Azure store
+    only talks to ``https://<account>.blob.core.windows.net``, so real brokers reach Azurite
+    through :class:`ConnectProxy`.
+    """
     require_azurite()
     last: Exception | None = None
     for _ in range(3):
         port = _free_port()
-        endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
+        endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
         argv = [
             str(AZURITE),
             "--blobHost",
@@ -159,8 +165,13 @@ def azurite(tmpdir: str) -> Iterator[Emulator]:
             "--loose",
             "--disableTelemetry",
         ]
+        cert = ""
+        if tls:
+            cert, key = write_self_signed_cert(tmpdir, f"{AZURITE_ACCOUNT}.blob.core.windows.net")
+            argv += ["--cert", cert, "--key", key]
         try:
             emulator = _start(argv, "successfully listens on", endpoint, cwd=tmpdir)
+            emulator.ca_file = cert
         except RuntimeError as e:
             last = e
             continue
@@ -233,8 +244,9 @@ def write_service_account_key(directory: str) -> str:
     return path
 
 
-def write_self_signed_cert(directory: str) -> tuple[str, str]:
-    """A fresh self-signed certificate for 127.0.0.1 and localhost: (cert file, key file)."""
+def write_self_signed_cert(directory: str, *dns_names: str) -> tuple[str, str]:
+    """A fresh self-signed certificate for 127.0.0.1, localhost and ``dns_names``: (cert file,
+    key file)."""
     import datetime
     import ipaddress
 
@@ -255,7 +267,12 @@ def write_self_signed_cert(directory: str) -> tuple[str, str]:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            x509.SubjectAlternativeName(
+                [
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    *(x509.DNSName(n) for n in ("localhost", *dns_names)),
+                ]
+            ),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -271,3 +288,130 @@ def write_self_signed_cert(directory: str) -> tuple[str, str]:
             )
         )
     return cert_path, key_path
+
+
+class ConnectProxy:
+    """An HTTP CONNECT proxy on a free loopback port that tunnels every CONNECT, whatever host
+    it names, to ``upstream`` (host, port): set as ``HTTPS_PROXY`` of a Go program, it sends
+    ``https://<anything>`` to a local emulator (the certificate must be valid for the name)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.tunnels = 0
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="connect-proxy", daemon=True)
+
+    def __enter__(self) -> ConnectProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._server.close()
+        self._thread.join(10)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._tunnel, args=(conn,), daemon=True).start()
+
+    def _tunnel(self, client: socket.socket) -> None:
+        with client:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = client.recv(4096)
+                if not chunk:
+                    return
+                head += chunk
+            if not head.startswith(b"CONNECT "):
+                client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+                return
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=30)
+            except OSError:
+                client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+                return
+            self.tunnels += 1
+            with upstream:
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                rest = head.split(b"\r\n\r\n", 1)[1]
+                if rest:
+                    upstream.sendall(rest)
+                pump = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+                pump.start()
+                _pipe(client, upstream)
+                pump.join(30)
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+class TlsForwarder:
+    """Plain HTTP on a free loopback port, forwarded request by request to an HTTPS upstream
+    whose certificate is ``ca_file``: for clients (the Azure SDK in Spark executors) that should
+    not be taught a test CA. Shared-key and SAS signatures cover the path, not the host."""
+
+    def __init__(self, upstream: tuple[str, int], ca_file: str) -> None:
+        import http.client
+        import http.server
+        import ssl
+
+        context = ssl.create_default_context(cafile=ca_file)
+        hop = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                conn = http.client.HTTPSConnection(*upstream, context=context, timeout=60)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in hop}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                self.send_response(resp.status, resp.reason)
+                head = self.command == "HEAD"
+                for k, v in resp.getheaders():
+                    if k.lower() not in hop and (head or k.lower() != "content-length"):
+                        self.send_header(k, v)
+                if not head:
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.address = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="tls-forwarder", daemon=True)
+
+    def __enter__(self) -> TlsForwarder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(10)
