@@ -372,3 +372,49 @@ def test_a_vanished_object_is_fragment_not_found():
     ref = make_ref()
     with pytest.raises(FragmentNotFoundError):
         _StoreStream(_FailingFile(FileNotFoundError("gone")), ref).read(10)
+
+
+def test_azure_ad_urls_are_signed_with_a_cached_user_delegation_key(monkeypatch):
+    import base64
+    import urllib.parse
+
+    azure_blob = pytest.importorskip("azure.storage.blob")
+    azure_identity = pytest.importorskip("azure.identity")
+    calls = []
+
+    class FakeService:  # stands in for the Blob service's get_user_delegation_key call
+        def __init__(self, url, credential):
+            calls.append((url, type(credential).__name__))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def get_user_delegation_key(self, start, expiry):
+            key = azure_blob.UserDelegationKey()
+            key.signed_oid, key.signed_tid = "oid", "tid"
+            key.signed_start, key.signed_expiry = "2026-01-01T00:00:00Z", "2026-01-01T02:00:00Z"
+            key.signed_service, key.signed_version = "b", "2025-01-05"
+            key.value = base64.b64encode(b"k" * 32).decode()
+            return key
+
+    monkeypatch.setattr(azure_blob, "BlobServiceClient", FakeService)
+    monkeypatch.setattr(azure_identity, "ClientSecretCredential", lambda *a: object())
+    monkeypatch.setenv("AZURE_CLIENT_ID", "cid")
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", "csecret")
+    store = FragmentStore("azure-ad://tenant/acct/container/pre/")
+    ref = make_ref(postfix="date=1")
+    url = store.signed_url(ref, 60)
+    store.signed_url(ref, 60)
+    parts = urllib.parse.urlsplit(url)
+    assert (parts.scheme, parts.netloc) == ("https", "acct.blob.core.windows.net")
+    assert parts.path == f"/container/pre/{ref.content_path}"
+    query = urllib.parse.parse_qs(parts.query)
+    assert query["sp"] == ["r"] and query["spr"] == ["https"] and query["skoid"] == ["oid"] and query["sig"]
+    assert calls == [("https://acct.blob.core.windows.net", "object")]  # one key for both URLs
+    monkeypatch.delenv("AZURE_CLIENT_SECRET")
+    with pytest.raises(StoreError, match="AZURE_CLIENT_SECRET"):
+        FragmentStore("azure-ad://tenant/acct/container/pre/").signed_url(ref, 60)
+    assert "csecret" not in url
