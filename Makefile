@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-unit test-oldest-pyspark gazette dev-cluster lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test test-unit test-oldest-pyspark gazette dev-cluster emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -48,7 +48,33 @@ dev-cluster: $(STAMP) $(GAZETTE_STAMP)  ## run a real Gazette cluster (etcd + 3 
 # Without Go, `make test` still runs: the real-Gazette tests skip saying how to get Go.
 GAZETTE_IF_GO := $(if $(shell command -v $(GO) 2>/dev/null),$(GAZETTE_STAMP),)
 
-test: $(STAMP) $(GAZETTE_IF_GO)  ## run every test tier (unit, integration, spark, real Gazette)
+# Object-store emulators for the gs:// and azure:// tests: fake-gcs-server (Go, built from the
+# version pinned in tests/peers/fake-gcs-server/go.mod, like `make gazette`) into .bin/, and
+# Azurite (npm, the version pinned below) into .tools/azurite/. Tests skip without them.
+NPM ?= npm
+AZURITE_VERSION := 3.37.0
+FAKE_GCS := tests/peers/fake-gcs-server
+FAKE_GCS_BIN := $(BIN)/fake-gcs-server
+AZURITE_BIN := .tools/azurite/node_modules/.bin/azurite-blob
+AZURITE_STAMP := .tools/azurite/.installed-$(AZURITE_VERSION)
+
+$(FAKE_GCS_BIN): $(FAKE_GCS)/go.mod $(FAKE_GCS)/go.sum
+	@mkdir -p $(BIN)
+	cd $(FAKE_GCS) && GOBIN=$(BIN) $(GO) install github.com/fsouza/fake-gcs-server
+	touch $@
+
+$(AZURITE_STAMP):
+	@mkdir -p .tools/azurite
+	rm -f .tools/azurite/.installed-*
+	$(NPM) install --prefix .tools/azurite --no-audit --no-fund --silent azurite@$(AZURITE_VERSION)
+	touch $@
+
+emulators: $(FAKE_GCS_BIN) $(AZURITE_STAMP)  ## install the GCS (fake-gcs-server) and Azure (Azurite) emulators the store tests use
+
+EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN),) \
+	$(if $(shell command -v $(NPM) 2>/dev/null),$(AZURITE_STAMP),)
+
+test: $(STAMP) $(GAZETTE_IF_GO) $(EMULATORS_IF_TOOLS)  ## run every test tier (unit, integration, spark, real Gazette)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest
 
 # The oldest PySpark pyproject.toml allows (pyspark>=4.2), in a venv of its own, for a smoke
@@ -97,4 +123,4 @@ docs-serve: $(STAMP)  ## serve the docs with live reload on http://127.0.0.1:800
 	$(PY) -m mkdocs serve
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin
+	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .tools

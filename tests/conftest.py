@@ -134,3 +134,58 @@ def backend_gazette(tmp_path):
     cluster = realgazette.GazetteCluster(tmp_path / "gazette", 3, extra_env=GAZETTE_AWS_ENV)
     with cluster:
         yield Backend("gazette", cluster.address, cluster.file_root, cluster=cluster)
+
+
+# -- GCS and Azure emulators (tests/store_emulators.py; installed by `make emulators`) ---------
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory):
+    """fake-gcs-server on a free loopback port; yields its endpoint URL. Skips (fails in CI)
+    when it is not installed."""
+    import store_emulators
+
+    with store_emulators.fake_gcs_server(str(tmp_path_factory.mktemp("fake-gcs"))) as server:
+        yield server.endpoint
+
+
+@pytest.fixture
+def gcs_bucket(gcs_server):
+    """A fresh, empty bucket on the GCS emulator; yields its name."""
+    import uuid
+
+    import store_emulators
+
+    name = "gz-" + uuid.uuid4().hex[:12]
+    store_emulators.gcs_create_bucket(gcs_server, name)
+    yield name
+
+
+@pytest.fixture(scope="session")
+def gcs_signing_key(tmp_path_factory):
+    """Path of a freshly generated service-account key file (for signing GCS URLs)."""
+    import store_emulators
+
+    return store_emulators.write_service_account_key(str(tmp_path_factory.mktemp("gcs-key")))
+
+
+@pytest.fixture(scope="session")
+def azurite_server(tmp_path_factory):
+    """Azurite's blob service on a free loopback port; yields the account's blob endpoint
+    (``http://127.0.0.1:PORT/devstoreaccount1``). Skips (fails in CI) when not installed."""
+    import store_emulators
+
+    with store_emulators.azurite(str(tmp_path_factory.mktemp("azurite"))) as server:
+        yield server.endpoint
+
+
+@pytest.fixture
+def azure_container(azurite_server):
+    """A fresh, empty container on Azurite; yields its name."""
+    import uuid
+
+    import store_emulators
+
+    name = "gz-" + uuid.uuid4().hex[:12]
+    store_emulators.azure_create_container(azurite_server, name)
+    yield name

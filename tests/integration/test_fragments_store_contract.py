@@ -1,4 +1,5 @@
-"""One contract for every fragment store: the file store and S3 (moto's real HTTP server).
+"""One contract for every fragment store: the file store, S3 (moto's real HTTP server), GCS
+(fake-gcs-server's JSON API) and Azure Blob (Azurite).
 
 Each backend provides a store plus a way to write and inspect objects behind the store's back,
 so the tests can check the layout and feed it foreign files.
@@ -38,7 +39,7 @@ class Backend:
     file_root: str | None = None  # for file:// signed URLs
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", "gcs", "azure"])
 def backend(request, tmp_path) -> Backend:
     if request.param == "file":
         root = str(tmp_path / "root")
@@ -55,6 +56,11 @@ def backend(request, tmp_path) -> Backend:
             object_exists=lambda key: os.path.isfile(os.path.join(root, "store", key)),
             file_root=root,
         )
+
+    if request.param == "gcs":
+        return _gcs_backend(request)
+    if request.param == "azure":
+        return _azure_backend(request)
 
     import boto3
 
@@ -73,6 +79,36 @@ def backend(request, tmp_path) -> Backend:
         make_store=make_store,
         write_object=lambda key, data: s3.put_object(Bucket=bucket, Key="store/" + key, Body=data),
         object_exists=exists,
+    )
+
+
+def _gcs_backend(request) -> Backend:
+    import store_emulators
+
+    endpoint = request.getfixturevalue("gcs_server")
+    bucket = request.getfixturevalue("gcs_bucket")
+    key_file = request.getfixturevalue("gcs_signing_key")
+    fs = store_emulators.gcs_filesystem(endpoint)
+    options = {"endpoint_url": endpoint, "signing_credentials": key_file}
+    return Backend(
+        make_store=lambda query: FragmentStore(f"gs://{bucket}/store/{query}", storage_options=options),
+        write_object=lambda key, data: fs.pipe_file(f"{bucket}/store/{key}", data),
+        object_exists=lambda key: fs.exists(f"{bucket}/store/{key}"),
+    )
+
+
+def _azure_backend(request) -> Backend:
+    import store_emulators
+
+    endpoint = request.getfixturevalue("azurite_server")
+    container = request.getfixturevalue("azure_container")
+    client = store_emulators.azure_service(endpoint).get_container_client(container)
+    request.addfinalizer(client.close)
+    options = {"connection_string": store_emulators.azurite_connection_string(endpoint)}
+    return Backend(
+        make_store=lambda query: FragmentStore(f"azure://{container}/store/{query}", storage_options=options),
+        write_object=lambda key, data: client.upload_blob("store/" + key, data, overwrite=True),
+        object_exists=lambda key: client.get_blob_client("store/" + key).exists(),
     )
 
 

@@ -7,6 +7,8 @@ import io
 import logging
 import os
 import pickle
+import re
+import sys
 
 import pytest
 
@@ -20,7 +22,8 @@ from pyspark_gazette.fragments import (
     open_fragment_url,
     parse_store_url,
 )
-from pyspark_gazette.fragments.stores import _s3_options
+from pyspark_gazette.fragments import stores as stores_module
+from pyspark_gazette.fragments.stores import _azure_options, _gcs_options, _s3_options, require_package, scheme_options
 from pyspark_gazette.protocol import pb
 
 CONTENT = b'{"Msg": "Hello, Gazette!"}\n'
@@ -139,19 +142,86 @@ def test_s3_options_from_url_and_overrides():
     assert opts["endpoint_url"] is None and "s3" not in opts["config_kwargs"]
 
 
-@pytest.mark.parametrize(("scheme", "package"), [("gs", "gcsfs"), ("azure", "adlfs")])
-def test_missing_filesystem_package_is_a_clear_error(scheme, package):
-    try:
-        __import__(package)
-    except ImportError:
-        pass
-    else:
-        pytest.skip(f"{package} is installed")
-    store = FragmentStore(f"{scheme}://bucket/prefix/")
-    with pytest.raises(StoreError, match=f"pip install {package}") as info:
+@pytest.mark.parametrize(
+    ("scheme", "package", "extra"),
+    [("s3", "s3fs", "s3"), ("gs", "gcsfs", "gcs"), ("azure", "adlfs", "azure"), ("azure-ad", "adlfs", "azure")],
+)
+def test_missing_filesystem_package_names_the_extra(monkeypatch, scheme, package, extra):
+    monkeypatch.setitem(sys.modules, package, None)  # makes `import package` raise ImportError
+    monkeypatch.setitem(sys.modules, package + ".core", None)
+    monkeypatch.setattr(stores_module, "_FS_CACHE", {})  # no filesystem made by an earlier test
+    url = f"{scheme}://bucket/acct/cont/prefix/" if scheme == "azure-ad" else f"{scheme}://bucket/prefix/"
+    hint = f"pip install 'pyspark-gazette[{extra}]'"
+    with pytest.raises(StoreError, match=re.escape(hint)):
+        require_package(scheme)
+    store = FragmentStore(url)
+    with pytest.raises(StoreError, match=re.escape(hint)) as info:
         store.list("j")
     assert isinstance(info.value.__cause__, ImportError)
-    assert f"pip install {package}" in store.health()
+    assert hint in store.health()
+    require_package("file")  # nothing to install
+
+
+def test_azure_ad_urls_need_account_and_container():
+    url = parse_store_url("azure-ad://tenant-id/account/container/pre/fix/")
+    assert (url.bucket, url.prefix) == ("tenant-id", "account/container/pre/fix/")
+    assert parse_store_url("azure-ad://tenant-id/account/container/").prefix == "account/container/"
+    with pytest.raises(StoreURLError, match="missing storage account"):
+        parse_store_url("azure-ad://tenant-id//container/")
+    with pytest.raises(StoreURLError, match="missing storage container"):
+        parse_store_url("azure-ad://tenant-id/account/")
+    with pytest.raises(StoreURLError, match="missing bucket"):
+        parse_store_url("azure-ad:///account/container/")
+
+
+@pytest.mark.parametrize("scheme", ["gs", "azure", "azure-ad"])
+def test_gazette_query_arguments_of_gcs_and_azure(scheme):
+    base = "azure-ad://t/a/c/p/" if scheme == "azure-ad" else f"{scheme}://b/p/"
+    assert parse_store_url(base + "?find=a/&replace=b/").rewrite("a/x") == "b/x"
+    assert parse_store_url(base + "?FIND=a/&Replace=b/").rewrite("a/x") == "b/x"  # names match case-insensitively
+    for key in ("endpoint", "region", "profile", "account"):  # S3's arguments are not theirs
+        with pytest.raises(StoreURLError, match=f"unknown query argument '{key}'"):
+            parse_store_url(base + f"?{key}=x")
+
+
+def test_storage_options_are_scoped_per_scheme():
+    options = {"s3.key": "K", "gs.token": "anon", "azure.connection_string": "C", "timeout": 5}
+    assert scheme_options("s3", options) == {"key": "K", "timeout": 5}
+    assert scheme_options("gs", options) == {"token": "anon", "timeout": 5}
+    assert scheme_options("azure", options) == {"connection_string": "C", "timeout": 5}
+    assert scheme_options("azure-ad", options) == {"connection_string": "C", "timeout": 5}
+
+
+def test_gcs_options_follow_the_emulator_host(monkeypatch):
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    assert "endpoint_url" not in _gcs_options({})
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:4443")
+    opts = _gcs_options({})
+    assert (opts["endpoint_url"], opts["token"]) == ("http://127.0.0.1:4443", "anon")
+    opts = _gcs_options({"endpoint_url": "https://gcs.internal:1", "token": "/key.json", "signing_credentials": "x"})
+    assert (opts["endpoint_url"], opts["token"]) == ("https://gcs.internal:1", "/key.json")
+    assert "signing_credentials" not in opts  # ours, not gcsfs's
+
+
+def test_azure_options_use_gazettes_variables(monkeypatch):
+    monkeypatch.setenv("AZURE_ACCOUNT_NAME", "acct")
+    monkeypatch.setenv("AZURE_ACCOUNT_KEY", "a2V5")
+    monkeypatch.setenv("AZURE_CLIENT_ID", "cid")
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", "csecret")
+    opts = _azure_options(parse_store_url("azure://container/p/"), {})
+    assert (opts["account_name"], opts["account_key"]) == ("acct", "a2V5")
+    opts = _azure_options(parse_store_url("azure://container/p/"), {"connection_string": "C"})
+    assert "account_key" not in opts and opts["connection_string"] == "C"
+    opts = _azure_options(parse_store_url("azure://container/p/"), {"sas_token": "sv=1"})
+    assert "account_key" not in opts and opts["account_name"] == "acct"
+    opts = _azure_options(parse_store_url("azure-ad://tenant/acct2/container/p/"), {})
+    assert (opts["tenant_id"], opts["account_name"], opts["client_id"], opts["client_secret"]) == (
+        "tenant",
+        "acct2",
+        "cid",
+        "csecret",
+    )
 
 
 # -- the file store ----------------------------------------------------------------------------
@@ -265,3 +335,86 @@ def test_file_fragment_url_rules(root):
         open_fragment_url("file:///no/such/file", pb.NONE, file_root=root)
     with pytest.raises(StoreURLError, match="unsupported scheme 'ftp'"):
         open_fragment_url("ftp://host/x", pb.NONE)
+
+
+class _FailingFile:
+    """A remote file whose reads fail as an SDK does once its retries are spent."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def read(self, size: int = -1) -> bytes:
+        raise self.error
+
+    def close(self) -> None:
+        pass
+
+
+class HttpResponseError(Exception):  # named like azure.core's, not an OSError
+    pass
+
+
+@pytest.mark.parametrize("error", [HttpResponseError("SlowDown"), OSError("HTTP 503"), ValueError("bad chunk")])
+def test_store_read_failures_are_store_errors_naming_the_fragment(error):
+    from pyspark_gazette.fragments.stores import _StoreStream
+
+    ref = make_ref()
+    stream = _StoreStream(_FailingFile(error), ref)
+    with pytest.raises(StoreError) as info:
+        stream.read(10)
+    assert ref.content_path in str(info.value) and type(error).__name__ in str(info.value)
+    assert info.value.__cause__ is error
+
+
+def test_a_vanished_object_is_fragment_not_found():
+    from pyspark_gazette.fragments.stores import _StoreStream
+
+    ref = make_ref()
+    with pytest.raises(FragmentNotFoundError):
+        _StoreStream(_FailingFile(FileNotFoundError("gone")), ref).read(10)
+
+
+def test_azure_ad_urls_are_signed_with_a_cached_user_delegation_key(monkeypatch):
+    import base64
+    import urllib.parse
+
+    azure_blob = pytest.importorskip("azure.storage.blob")
+    azure_identity = pytest.importorskip("azure.identity")
+    calls = []
+
+    class FakeService:  # stands in for the Blob service's get_user_delegation_key call
+        def __init__(self, url, credential):
+            calls.append((url, type(credential).__name__))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def get_user_delegation_key(self, start, expiry):
+            key = azure_blob.UserDelegationKey()
+            key.signed_oid, key.signed_tid = "oid", "tid"
+            key.signed_start, key.signed_expiry = "2026-01-01T00:00:00Z", "2026-01-01T02:00:00Z"
+            key.signed_service, key.signed_version = "b", "2025-01-05"
+            key.value = base64.b64encode(b"k" * 32).decode()
+            return key
+
+    monkeypatch.setattr(azure_blob, "BlobServiceClient", FakeService)
+    monkeypatch.setattr(azure_identity, "ClientSecretCredential", lambda *a: object())
+    monkeypatch.setenv("AZURE_CLIENT_ID", "cid")
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", "csecret")
+    store = FragmentStore("azure-ad://tenant/acct/container/pre/")
+    ref = make_ref(postfix="date=1")
+    url = store.signed_url(ref, 60)
+    store.signed_url(ref, 60)
+    parts = urllib.parse.urlsplit(url)
+    assert (parts.scheme, parts.netloc) == ("https", "acct.blob.core.windows.net")
+    assert parts.path == f"/container/pre/{ref.content_path}"
+    query = urllib.parse.parse_qs(parts.query)
+    assert query["sp"] == ["r"] and query["spr"] == ["https"] and query["skoid"] == ["oid"] and query["sig"]
+    assert calls == [("https://acct.blob.core.windows.net", "object")]  # one key for both URLs
+    monkeypatch.delenv("AZURE_CLIENT_SECRET")
+    with pytest.raises(StoreError, match="AZURE_CLIENT_SECRET"):
+        FragmentStore("azure-ad://tenant/acct/container/pre/").signed_url(ref, 60)
+    assert "csecret" not in url

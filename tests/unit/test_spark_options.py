@@ -174,7 +174,7 @@ def test_secrets_stay_out_of_reprs_and_redacted_maps_but_pickle():
     assert "SECRET" not in repr(opts)
     assert "SECRET" not in str(redacted(options))
     again = pickle.loads(pickle.dumps(opts))
-    assert again == opts and again.connection.storage_options()["secret"] == "KEY-SECRET"
+    assert again == opts and again.connection.storage_options()["s3.secret"] == "KEY-SECRET"
     assert again.connection.client_config().auth_token == "tok-SECRET"
 
 

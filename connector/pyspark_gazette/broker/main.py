@@ -86,7 +86,8 @@ def build_parser(prog: str = "python -m pyspark_gazette.broker") -> argparse.Arg
         "--storage-options",
         default=None,
         metavar="JSON",
-        help="JSON object of extra fsspec/s3fs options for fragment stores",
+        help="JSON object of extra fsspec options for fragment stores; keys may be scoped to one scheme "
+        "('s3.', 'gs.', 'azure.')",
     )
     p.add_argument(
         "--grace", type=float, default=5.0, help="seconds in-flight RPCs get at shutdown (default %(default)s)"

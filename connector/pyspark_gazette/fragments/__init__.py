@@ -20,7 +20,7 @@ from pyspark_gazette.fragments.codecs import (
 )
 from pyspark_gazette.fragments.names import EXTENSIONS, ZERO_SUM, FragmentRef, content_name, parse_content_name
 from pyspark_gazette.fragments.reader import FragmentReader
-from pyspark_gazette.fragments.stores import FragmentStore, StoreURL, parse_store_url
+from pyspark_gazette.fragments.stores import FragmentStore, StoreURL, parse_store_url, require_package
 from pyspark_gazette.fragments.urls import FragmentURLStream, open_fragment_url
 
 __all__ = [
@@ -40,4 +40,5 @@ __all__ = [
     "open_fragment_url",
     "parse_content_name",
     "parse_store_url",
+    "require_package",
 ]

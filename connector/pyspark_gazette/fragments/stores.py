@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import builtins
 import datetime as _dt
+import http.client
 import io
 import logging
 import os
 import posixpath
 import shutil
 import threading
+import time
+import urllib.error
 import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,7 +45,16 @@ from pyspark_gazette.fragments.reader import FragmentReader
 from pyspark_gazette.fragments.urls import FragmentURLStream, open_fragment_url
 from pyspark_gazette.protocol import pb
 
-__all__ = ["FragmentStore", "FragmentURLStream", "StoreURL", "open_fragment_url", "parse_store_url"]
+__all__ = [
+    "EXTRAS",
+    "FragmentStore",
+    "FragmentURLStream",
+    "StoreURL",
+    "open_fragment_url",
+    "parse_store_url",
+    "require_package",
+    "scheme_options",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +68,12 @@ QUERY_KEYS: dict[str, frozenset[str]] = {
     "file": _COMMON_QUERY_KEYS,
 }
 _FS_PACKAGES = {"s3": "s3fs", "gs": "gcsfs", "azure": "adlfs", "azure-ad": "adlfs"}
+# The pip extra that installs each scheme's package: pip install 'pyspark-gazette[<extra>]'.
+EXTRAS = {"s3": "s3", "gs": "gcs", "azure": "azure", "azure-ad": "azure"}
+# storage_options keys scoped to one scheme: "gs.token" applies to gs:// stores only.
+_OPTION_SCOPES = {"s3": "s3", "gs": "gs", "azure": "azure", "azure-ad": "azure"}
+_GCS_OPEN_BACKOFF = (0.5, 1.0, 2.0, 4.0)
+_GCS_TOKEN_MODES = ("anon", "browser", "cache", "cloud", "google_default")
 _COPY_CHUNK = 8 << 20
 _READ_BLOCK = 8 << 20
 PARTIAL_PREFIX = ".partial-"
@@ -118,6 +137,12 @@ def parse_store_url(url: str) -> StoreURL:
         if any(k == key for k, _ in query):
             raise bad(f"query argument {key!r} is given more than once")
         query.append((key, value))
+    if scheme == "azure-ad":  # azure-ad://<tenant>/<account>/<container>/<prefix>
+        segments = path[1:].split("/")
+        if not segments[0]:
+            raise bad("missing storage account (azure-ad://tenant/account/container/prefix/)")
+        if len(segments) < 2 or not segments[1]:
+            raise bad("missing storage container (azure-ad://tenant/account/container/prefix/)")
     bucket = parts.netloc if scheme != "file" else ""
     return StoreURL(scheme=scheme, bucket=bucket, prefix=path[1:], query=tuple(query))
 
@@ -135,8 +160,12 @@ class FragmentStore:
 
     ``file_root`` (default ``/``) is the local directory ``file://`` URLs are rooted at, like
     the broker's ``--broker.file-root``. ``storage_options`` go to the fsspec filesystem and
-    may override the environment's credentials and settings: ``key``, ``secret``, ``token``,
-    ``anon``, ``endpoint_url``, ``region`` (s3), anything else is passed through. Filesystems
+    may override the environment's credentials and settings; a key scoped ``s3.``, ``gs.`` or
+    ``azure.`` reaches that scheme only (see :func:`scheme_options`). s3: ``key``, ``secret``,
+    ``token``, ``anon``, ``endpoint_url``, ``region``; gs: ``token``, ``endpoint_url`` (else
+    ``STORAGE_EMULATOR_HOST``), ``signing_credentials`` (a service-account key for signed URLs);
+    azure: ``account_name``, ``account_key``, ``sas_token``, ``connection_string`` (else
+    Gazette's ``AZURE_ACCOUNT_NAME``/``AZURE_ACCOUNT_KEY``); anything else is passed through. Filesystems
     are created lazily and cached per process and options; pickling a store carries only its
     constructor arguments, so stores built on the driver work in Spark executors.
     """
@@ -147,6 +176,8 @@ class FragmentStore:
         self.file_root = file_root
         self._storage_options = dict(storage_options or {})
         self._fs_obj: tuple[int, Any] | None = None
+        self._udk: tuple[_dt.datetime, Any] | None = None  # azure-ad: (expiry, user delegation key)
+        self._udk_lock = threading.Lock()
         if self.parsed.scheme == "file":
             self._root = os.path.abspath(file_root or "/")
             self._disk_path(self.parsed.prefix)  # reject a URL path escaping the root
@@ -190,6 +221,10 @@ class FragmentStore:
         try:
             if self.parsed.scheme == "file":
                 return open(location, "rb")  # noqa: SIM115 - the caller owns the stream
+            if self.parsed.scheme == "gs" and ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
+                return cast(BinaryIO, _StoreStream(self._open_gcs_stored(location), ref))
+            if self.parsed.scheme in ("azure", "azure-ad") and ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
+                return cast(BinaryIO, _StoreStream(_AzureStoredReader(self._fs, location), ref))
             f = self._fs.open(location, "rb", block_size=_READ_BLOCK, cache_type="readahead")
             return cast(BinaryIO, _StoreStream(f, ref))
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
@@ -272,11 +307,134 @@ class FragmentStore:
             return "file://" + urllib.parse.quote("/" + key, safe="/$&+,:;=@")
         expires = max(1, int(-(-ttl_seconds // 1)))
         try:
+            if self.parsed.scheme == "gs":
+                return self._sign_gcs(key, expires)
+            if self.parsed.scheme == "azure-ad":
+                return self._sign_azure_ad(key, expires)
             return str(self._fs.sign(self._location(key), expiration=expires))
         except GazetteError:
             raise
         except Exception as e:
             raise self._store_error(f"signing a URL for fragment {ref.describe()}", e) from e
+
+    def _open_gcs_stored(self, location: str) -> Any:
+        """One streaming GET of a whole GCS object, asking for the stored bytes.
+
+        Retries: HTTP 408, 429 and 5xx answers and connection failures are retried after 0.5,
+        1, 2 and 4 s (as gcsfs would); 403/404 and a failure after the last retry surface.
+
+        GZIP_OFFLOAD_DECOMPRESSION objects carry ``Content-Encoding: gzip``, and GCS (like its
+        emulators) transcodes them on download and then ignores byte ranges, which breaks
+        gcsfs's ranged, auto-decompressing reads. With ``Accept-Encoding: gzip`` GCS serves the
+        stored gzip; a server that transcodes anyway is fine too: the offload decoder sniffs
+        the gzip magic.
+        """
+        bucket, _, key = location.partition("/")
+        endpoint = gcs_emulator_host(scheme_options("gs", self._storage_options)) or "https://storage.googleapis.com"
+        url = (
+            f"{endpoint.rstrip('/')}/download/storage/v1/b/{urllib.parse.quote(bucket, safe='')}"
+            f"/o/{urllib.parse.quote(key, safe='')}?alt=media"
+        )
+        for attempt, backoff in enumerate((*_GCS_OPEN_BACKOFF, None)):
+            headers = {"Accept-Encoding": "gzip"}
+            self._fs.credentials.apply(headers)
+            request = urllib.request.Request(url, headers=headers, method="GET")
+            try:
+                return urllib.request.urlopen(request, timeout=60)  # noqa: S310 - http(s) only
+            except urllib.error.HTTPError as e:
+                e.close()
+                if e.code == 404:
+                    raise FileNotFoundError(f"HTTP 404 {e.reason}") from None
+                if e.code == 403:
+                    raise PermissionError(f"HTTP 403 {e.reason}") from None
+                failure: OSError = OSError(f"HTTP {e.code} {e.reason}")
+                retriable = e.code in (408, 429) or e.code >= 500
+            except (OSError, http.client.HTTPException) as e:
+                failure, retriable = OSError(f"{type(e).__name__}: {e}"), True
+            if not retriable or backoff is None:
+                raise failure
+            logger.debug(
+                "GET of %s failed (attempt %d, retry in %gs): %s", redact_url(url), attempt + 1, backoff, failure
+            )
+            time.sleep(backoff)
+        raise AssertionError("unreachable")
+
+    def _sign_azure_ad(self, key: str, expires: int) -> str:
+        """A read-only SAS signed with a user-delegation key, as Gazette's ``azure-ad`` store
+        does: the key is fetched with the service principal's credentials, cached and renewed
+        when less than an hour of its two hours is left (so, as in Gazette, a URL stops working
+        when its key expires, even if its own expiry is later)."""
+        from azure.storage.blob import BlobSasPermissions, generate_blob_sas
+
+        options = _azure_options(self.parsed, scheme_options(self.parsed.scheme, self._storage_options))
+        account = str(options["account_name"])
+        container, _, blob = self._location(key).partition("/")
+        now = _dt.datetime.now(_dt.timezone.utc)
+        with self._udk_lock:
+            if self._udk is None or self._udk[0] - now < _dt.timedelta(hours=1):
+                self._udk = (now + _dt.timedelta(hours=2), self._user_delegation_key(account, options, now))
+            udk = self._udk[1]
+        sas = generate_blob_sas(
+            account,
+            container,
+            blob,
+            user_delegation_key=udk,
+            permission=BlobSasPermissions(read=True),
+            expiry=now + _dt.timedelta(seconds=expires),
+            protocol="https",
+        )
+        return f"https://{account}.blob.core.windows.net/{container}/{urllib.parse.quote(blob, safe='/$&+,:;=@')}?{sas}"
+
+    @staticmethod
+    def _user_delegation_key(account: str, options: Mapping[str, Any], now: _dt.datetime) -> Any:
+        from azure.identity import ClientSecretCredential
+        from azure.storage.blob import BlobServiceClient
+
+        missing = [k for k in ("client_id", "client_secret") if not options.get(k)]
+        if missing:
+            raise StoreError("signing azure-ad:// URLs needs AZURE_CLIENT_ID and AZURE_CLIENT_SECRET, as in Gazette")
+        credential = ClientSecretCredential(options["tenant_id"], options["client_id"], options["client_secret"])
+        with BlobServiceClient(f"https://{account}.blob.core.windows.net", credential=credential) as service:
+            return service.get_user_delegation_key(now, now + _dt.timedelta(hours=2))
+
+    def _sign_gcs(self, key: str, expires: int) -> str:
+        """A V4 signed GET URL, signed locally with a service-account key as Gazette requires:
+        the ``signing_credentials`` option (a key file path or its parsed JSON), else the
+        ``token`` option when it is one, else ``GOOGLE_APPLICATION_CREDENTIALS``. With an
+        emulator endpoint the URL points at the emulator."""
+        options = scheme_options("gs", self._storage_options)
+        source = options.get("signing_credentials")
+        if (
+            source is None
+            and isinstance(options.get("token"), (dict, str))
+            and options["token"] not in _GCS_TOKEN_MODES
+        ):
+            source = options["token"]
+        if source is None:
+            source = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+        if not source:
+            raise StoreError(
+                f"cannot sign a URL for store {redact_url(self.url)}: signing gs:// URLs needs a service-account "
+                "key (GOOGLE_APPLICATION_CREDENTIALS or the signing_credentials storage option), as in Gazette"
+            )
+        from google.cloud import storage  # a dependency of gcsfs
+        from google.oauth2 import service_account
+
+        if isinstance(source, dict):
+            credentials = service_account.Credentials.from_service_account_info(source)
+        else:
+            credentials = service_account.Credentials.from_service_account_file(str(source))
+        # An anonymous client makes no calls: the URL is signed locally with ``credentials``.
+        blob = storage.Client.create_anonymous_client().bucket(self.parsed.bucket).blob(key)
+        return str(
+            blob.generate_signed_url(
+                expiration=_dt.timedelta(seconds=expires),
+                method="GET",
+                version="v4",
+                credentials=credentials,
+                api_access_endpoint=gcs_emulator_host(options),
+            )
+        )
 
     def health(self) -> str:
         """``""`` if the store can be listed and written, else a description of the failure."""
@@ -313,6 +471,11 @@ class FragmentStore:
         return self._fs_obj[1]
 
     def _put_options(self, ref: FragmentRef) -> dict[str, Any]:
+        offload = ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION
+        if self.parsed.scheme == "gs":
+            return {"fixed_key_metadata": {"content_encoding": "gzip"}} if offload else {}
+        if self.parsed.scheme in ("azure", "azure-ad"):
+            return {"content_settings": {"content_encoding": "gzip"}} if offload else {}
         if self.parsed.scheme != "s3":
             return {}
         options: dict[str, Any] = {}
@@ -409,7 +572,9 @@ class _StoreStream(io.BufferedIOBase):
                 end=self._ref.end,
                 fragment=self._ref.content_path,
             ) from e
-        except (OSError, ValueError) as e:
+        except GazetteError:
+            raise
+        except Exception as e:  # OSError, and the SDKs' own errors once their retries are spent
             if self.closed:
                 raise
             raise StoreError(redact_url(f"reading fragment {self._ref.describe()}: {type(e).__name__}: {e}")) from e
@@ -422,6 +587,52 @@ class _StoreStream(io.BufferedIOBase):
                 self._f.close()
             finally:
                 super().close()
+
+
+class _AzureStoredReader(io.RawIOBase):
+    """The stored bytes of an Azure blob, in ranged reads with the SDK's decompression off.
+
+    The Azure SDK gunzips the body of a blob stored with ``Content-Encoding: gzip`` (as
+    GZIP_OFFLOAD_DECOMPRESSION fragments are), which corrupts adlfs's ranged reads of it; here
+    each block is fetched as stored and the fragment decoder decompresses the whole stream.
+    """
+
+    def __init__(self, fs: Any, location: str) -> None:
+        super().__init__()
+        self._fs = fs
+        self._container, _, self._blob = location.partition("/")
+        self._size = int(fs.info(location)["size"])
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        from fsspec.asyn import sync
+
+        want = self._size - self._pos if size is None or size < 0 else min(size, self._size - self._pos)
+        if want <= 0:
+            return b""
+        want = min(want, _READ_BLOCK)
+
+        async def fetch() -> bytes:
+            async with self._fs.service_client.get_blob_client(self._container, self._blob) as blob:
+                stream = await blob.download_blob(offset=self._pos, length=want, decompress=False)
+                return bytes(await stream.readall())
+
+        try:
+            data = sync(self._fs.loop, fetch)
+        except Exception as e:
+            if type(e).__name__ == "ResourceNotFoundError":
+                raise FileNotFoundError(str(e)) from e
+            raise OSError(f"{type(e).__name__}: {e}") from e
+        self._pos += len(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
 
 
 class _open_source:
@@ -473,30 +684,89 @@ def _filesystem(url: StoreURL, storage_options: Mapping[str, Any]) -> Any:
         return fs
 
 
+def require_package(scheme: str) -> None:
+    """Raise :class:`StoreError` naming the pip extra when ``scheme``'s fsspec package is missing."""
+    package = _FS_PACKAGES.get(scheme)
+    if package is None:
+        return
+    try:
+        __import__(package)
+    except ImportError as e:
+        raise _missing_package(scheme) from e
+
+
+def _missing_package(scheme: str) -> StoreError:
+    return StoreError(
+        f"{scheme}:// fragment stores need the {_FS_PACKAGES[scheme]!r} package, which is not installed: "
+        f"pip install 'pyspark-gazette[{EXTRAS[scheme]}]'"
+    )
+
+
+def scheme_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The storage options for one scheme: unscoped keys, plus ``<scope>.<key>`` keys of the
+    scheme's scope (``s3``, ``gs`` or ``azure``) with the scope removed."""
+    scope = _OPTION_SCOPES.get(scheme, scheme) + "."
+    out = {k: v for k, v in options.items() if not any(k.startswith(p + ".") for p in _OPTION_SCOPES.values())}
+    out.update({k[len(scope) :]: v for k, v in options.items() if k.startswith(scope)})
+    return out
+
+
 def _new_filesystem(url: StoreURL, options: dict[str, Any]) -> Any:
+    options = scheme_options(url.scheme, options)
     try:
         if url.scheme == "s3":
             import s3fs
 
             return s3fs.S3FileSystem(**_s3_options(url, options))
         if url.scheme == "gs":
-            import gcsfs
+            import gcsfs.core
 
-            return gcsfs.GCSFileSystem(**options)
+            return gcsfs.core.GCSFileSystem(**_gcs_options(options))
         import adlfs
 
-        if url.scheme == "azure":
-            options.setdefault("account_name", os.environ.get("AZURE_ACCOUNT_NAME"))
-            options.setdefault("account_key", os.environ.get("AZURE_ACCOUNT_KEY"))
-        else:  # azure-ad://<tenant>/<account>/<container>/...
-            options.setdefault("tenant_id", url.bucket)
-            options.setdefault("account_name", url.prefix.split("/", 1)[0])
-            options.setdefault("client_id", os.environ.get("AZURE_CLIENT_ID"))
-            options.setdefault("client_secret", os.environ.get("AZURE_CLIENT_SECRET"))
-        return adlfs.AzureBlobFileSystem(**options)
+        return adlfs.AzureBlobFileSystem(**_azure_options(url, options))
     except ImportError as e:
-        package = _FS_PACKAGES[url.scheme]
-        raise StoreError(f"{url.scheme}:// fragment stores need the {package!r} package: pip install {package}") from e
+        raise _missing_package(url.scheme) from e
+
+
+def gcs_emulator_host(options: Mapping[str, Any]) -> str | None:
+    """The GCS endpoint override (``endpoint_url`` option, else ``STORAGE_EMULATOR_HOST``) as a
+    URL, or None for Google's endpoint."""
+    host = options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST") or ""
+    if host in ("", "default"):
+        return None
+    return str(host) if "://" in str(host) else f"http://{host}"
+
+
+def _gcs_options(options: dict[str, Any]) -> dict[str, Any]:
+    options = {k: v for k, v in options.items() if k != "signing_credentials"}
+    endpoint = gcs_emulator_host(options)
+    if endpoint:
+        # Emulators do not authenticate (the Go client goes unauthenticated too).
+        options["endpoint_url"] = endpoint
+        options.setdefault("token", "anon")
+        options.setdefault("project", "emulator")
+    if not options.get("project") and os.environ.get("GOOGLE_CLOUD_PROJECT"):
+        options["project"] = os.environ["GOOGLE_CLOUD_PROJECT"]
+    options.setdefault("skip_instance_cache", True)
+    return options
+
+
+def _azure_options(url: StoreURL, options: dict[str, Any]) -> dict[str, Any]:
+    """adlfs settings: explicit options first, then Gazette's variables, then adlfs's own
+    (``AZURE_STORAGE_CONNECTION_STRING``, ``AZURE_STORAGE_SAS_TOKEN``, ...)."""
+    if url.scheme == "azure":
+        if not options.get("connection_string"):
+            options.setdefault("account_name", os.environ.get("AZURE_ACCOUNT_NAME") or None)
+            if not options.get("sas_token"):
+                options.setdefault("account_key", os.environ.get("AZURE_ACCOUNT_KEY") or None)
+    else:  # azure-ad://<tenant>/<account>/<container>/...
+        options.setdefault("tenant_id", url.bucket)
+        options.setdefault("account_name", url.prefix.split("/", 1)[0])
+        options.setdefault("client_id", os.environ.get("AZURE_CLIENT_ID") or None)
+        options.setdefault("client_secret", os.environ.get("AZURE_CLIENT_SECRET") or None)
+    options.setdefault("skip_instance_cache", True)
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def _s3_options(url: StoreURL, options: dict[str, Any]) -> dict[str, Any]:

@@ -279,6 +279,41 @@ OPTIONS: tuple[Option, ...] = (
     Option("store.s3.sessionToken", "secret", None, "S3 session token for temporary credentials."),
     Option("store.s3.profile", "string", None, "AWS profile name; overrides the store URL's `profile`."),
     Option("store.s3.anonymous", "bool", False, "Access public buckets without credentials."),
+    Option(
+        "store.gcs.endpoint",
+        "string",
+        None,
+        "GCS JSON API endpoint for emulators (else `STORAGE_EMULATOR_HOST`, else Google's); "
+        "requests to it are not authenticated.",
+        example="http://127.0.0.1:4443",
+    ),
+    Option(
+        "store.gcs.credentialsFile",
+        "string",
+        None,
+        "Service-account key file on the executors for `gs://` stores (else Application Default Credentials).",
+        example="/etc/gcp/reader.json",
+    ),
+    Option(
+        "store.azure.accountName",
+        "string",
+        None,
+        "Storage account of `azure://` stores (else `AZURE_ACCOUNT_NAME`, as the brokers use).",
+    ),
+    Option("store.azure.accountKey", "secret", None, "Shared key of the storage account (else `AZURE_ACCOUNT_KEY`)."),
+    Option(
+        "store.azure.sasToken",
+        "secret",
+        None,
+        "A SAS token with read and list permissions, instead of the account key.",
+    ),
+    Option(
+        "store.azure.connectionString",
+        "secret",
+        None,
+        "An Azure Storage connection string (account, key or SAS, and endpoint: also for Azurite); "
+        "overrides the other `store.azure.*` options.",
+    ),
     # -- streaming ---------------------------------------------------------------------------
     Option(
         "maxBytesPerTrigger",
@@ -600,6 +635,23 @@ class Connection:
         return dict(self.storage)
 
 
+# Option -> scoped fsspec setting (see pyspark_gazette.fragments.stores.scheme_options).
+_STORAGE_SETTINGS = (
+    ("store.s3.endpoint", "s3.endpoint_url"),
+    ("store.s3.region", "s3.region"),
+    ("store.s3.accessKeyId", "s3.key"),
+    ("store.s3.secretAccessKey", "s3.secret"),
+    ("store.s3.sessionToken", "s3.token"),
+    ("store.s3.profile", "s3.profile"),
+    ("store.gcs.endpoint", "gs.endpoint_url"),
+    ("store.gcs.credentialsFile", "gs.token"),
+    ("store.azure.accountName", "azure.account_name"),
+    ("store.azure.accountKey", "azure.account_key"),
+    ("store.azure.sasToken", "azure.sas_token"),
+    ("store.azure.connectionString", "azure.connection_string"),
+)
+
+
 def _connection(values: dict[str, Any]) -> Connection:
     address = values.get("broker.address")
     if not address:
@@ -610,22 +662,14 @@ def _connection(values: dict[str, Any]) -> Connection:
         parse_address(address)
     except ValueError as e:
         raise OptionError("broker.address", str(e)) from None
+    # Storage options are scoped per scheme ("s3.key" reaches s3:// stores only).
     storage: dict[str, Any] = {}
-    if values.get("store.s3.endpoint"):
-        storage["endpoint_url"] = values["store.s3.endpoint"]
-    if values.get("store.s3.region"):
-        storage["region"] = values["store.s3.region"]
-    if values.get("store.s3.accessKeyId"):
-        storage["key"] = values["store.s3.accessKeyId"]
-    if values.get("store.s3.secretAccessKey"):
-        storage["secret"] = values["store.s3.secretAccessKey"]
-    if values.get("store.s3.sessionToken"):
-        storage["token"] = values["store.s3.sessionToken"]
-    if values.get("store.s3.profile"):
-        storage["profile"] = values["store.s3.profile"]
+    for key, setting in _STORAGE_SETTINGS:
+        if values.get(key):
+            storage[setting] = values[key]
     if values.get("store.s3.anonymous"):
-        storage["anon"] = True
-    if bool(storage.get("key")) != bool(storage.get("secret")):
+        storage["s3.anon"] = True
+    if bool(storage.get("s3.key")) != bool(storage.get("s3.secret")):
         raise OptionError("store.s3.accessKeyId", "store.s3.accessKeyId and store.s3.secretAccessKey go together")
     return Connection(
         address=address,

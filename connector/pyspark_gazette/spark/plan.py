@@ -35,8 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
-from pyspark_gazette.errors import GazetteError, OptionError
-from pyspark_gazette.fragments import FragmentRef
+from pyspark_gazette.errors import GazetteError, OptionError, StoreError, redact_url
+from pyspark_gazette.fragments import FragmentRef, require_package
 from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of
 from pyspark_gazette.spark.options import ReadOptions
 
@@ -208,6 +208,8 @@ def segments(
             and (bool(listed.signed_url) if opts.signed_urls else True)
             and (file_root is not None or not ref.backing_store.startswith("file://"))
         )
+        if direct and not opts.signed_urls:
+            _require_store_package(snap.name, ref.backing_store)
         out.append(
             Segment(
                 snap.name,
@@ -223,6 +225,15 @@ def segments(
     if pos < end:
         _lost(snap.name, pos, end, opts, lost)
     return out
+
+
+def _require_store_package(journal: str, store_url: str) -> None:
+    """Fail planning, naming the pip extra, when the store's fsspec package is missing here
+    (executors read the store with it)."""
+    try:
+        require_package(store_url.partition(":")[0].lower())
+    except StoreError as e:
+        raise StoreError(f"journal {journal!r} has fragments in {redact_url(store_url)}: {e}") from e.__cause__
 
 
 def _lost(journal: str, begin: int, end: int, opts: ReadOptions, lost: list | None) -> None:
