@@ -34,7 +34,9 @@ def run(*args: str, timeout: float = 180) -> str:
     return proc.stdout
 
 
-def publish(address: str, journals: list[str], framing: str, *, seed: int, rounds: int = 60, producers: int = 4) -> None:
+def publish(
+    address: str, journals: list[str], framing: str, *, seed: int, rounds: int = 60, producers: int = 4
+) -> None:
     run(
         "publish",
         f"--broker={address}",
@@ -48,9 +50,17 @@ def publish(address: str, journals: list[str], framing: str, *, seed: int, round
 
 def read_committed(address: str, journals: list[str], *, buffer: int = 16, token: str = "") -> list[dict]:
     """Gazette's ReadCommittedIter over each journal: one dict per committed message."""
-    out = run("read-committed", f"--broker={address}", f"--journals={','.join(journals)}", f"--buffer={buffer}", f"--token={token}")
+    out = run(
+        "read-committed",
+        f"--broker={address}",
+        f"--journals={','.join(journals)}",
+        f"--buffer={buffer}",
+        f"--token={token}",
+    )
     return [json.loads(line) for line in out.splitlines() if line]
 
 
 def token(keys: str, capability: str, selector: str = "", expires: str = "1h") -> str:
-    return run("token", f"--keys={keys}", f"--capability={capability}", f"--selector={selector}", f"--expires={expires}").strip()
+    return run(
+        "token", f"--keys={keys}", f"--capability={capability}", f"--selector={selector}", f"--expires={expires}"
+    ).strip()

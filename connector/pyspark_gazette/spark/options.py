@@ -182,6 +182,16 @@ OPTIONS: tuple[Option, ...] = (
         example="/_meta/uuid",
     ),
     Option(
+        "uuidField",
+        "int",
+        0,
+        "protobuf-fixed: number of the top-level protobuf field holding each message's UUID (a `bytes` "
+        "field of its 16 bytes, or a `string` of its text form), for `readCommitted` and the metadata "
+        "columns. 0: the messages carry no UUID (each counts as committed).",
+        scopes=READS,
+        example="1",
+    ),
+    Option(
         "readCommitted",
         "bool",
         False,
@@ -592,6 +602,7 @@ class ReadOptions:
     min_bytes_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
     read_committed_lookback: int = 64 << 20
+    uuid_field: int = 0
 
     @classmethod
     def parse(
@@ -616,6 +627,8 @@ class ReadOptions:
                 raise OptionError("selector", str(e)) from None
         if not v["uuidPointer"].startswith("/"):
             raise OptionError("uuidPointer", f"a JSON pointer starts with '/', got {v['uuidPointer']!r}")
+        if not 0 <= v["uuidField"] <= 536_870_911:
+            raise OptionError("uuidField", f"a protobuf field number is 1 to 536870911 (0: none), got {v['uuidField']}")
         max_bytes = v.get("maxBytesPerTrigger")
         if v.get("maxOffsetsPerTrigger"):
             if max_bytes and max_bytes != v["maxOffsetsPerTrigger"]:
@@ -667,6 +680,7 @@ class ReadOptions:
             min_bytes_per_trigger=v.get("minBytesPerTrigger"),
             max_trigger_delay=v.get("maxTriggerDelay") or 900.0,
             read_committed_lookback=v.get("readCommittedLookbackBytes") or option("readCommittedLookbackBytes").default,
+            uuid_field=v["uuidField"],
         )
 
 
