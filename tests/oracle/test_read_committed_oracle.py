@@ -62,3 +62,70 @@ def test_batch_read_committed_equals_gazettes_sequencer(spark, broker, create_jo
         .load()
     )
     assert spark_rows(df, framing) == want
+
+
+class Crash(Exception):
+    """Raised by the sink to stop a query in the middle of the journals."""
+
+
+def stream_rows(spark, broker, journals, framing, checkpoint, out, *, crash_at: int | None = None, **options):
+    """Run a read-committed stream with Trigger.AvailableNow into ``out/<batch id>/``; the
+    micro-batch count. With ``crash_at``, the sink fails that batch (the query stops there)."""
+    r = spark.readStream.format("gazette").option("broker.address", broker.address)
+    r = r.option("store.fileRoot", broker.store_root).option("readCommitted", "true")
+    r = r.option("journals", ",".join(journals)).option("framing", framing).option("startingOffsets", "earliest")
+    if framing == "protobuf-fixed":
+        r = r.option("uuidField", "1")
+    for k, v in options.items():
+        r = r.option(k, v)
+
+    def sink(batch, batch_id):
+        if batch_id == crash_at:
+            raise Crash(f"crash in batch {batch_id}")
+        batch.selectExpr("journal", "offset", "base64(cast(value as binary)) as value").write.mode("overwrite").json(
+            str(out / str(batch_id))
+        )
+
+    q = r.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    q = q.trigger(availableNow=True).start()
+    try:
+        q.awaitTermination()
+    except Exception as e:  # the sink's crash surfaces as a StreamingQueryException
+        assert crash_at is not None and "crash in batch" in str(e), e
+        return crash_at
+    assert crash_at is None, "the query ended before the batch meant to crash"
+    return len(q.recentProgress)
+
+
+def written(out, framing) -> list[tuple[str, int, bytes]]:
+    rows = []
+    for f in sorted(out.glob("*/part-*.json")):
+        for line in f.read_text().splitlines():
+            d = json.loads(line)
+            rows.append((d["journal"], d["offset"], normalise(framing, base64.b64decode(d["value"]))))
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("framing", ["ndjson", "protobuf-fixed"])
+def test_read_committed_streams_equal_gazettes_sequencer_at_any_batch_size(
+    spark, broker, create_journal, tmp_path, framing
+):
+    journals = published(None, create_journal, broker.address, framing, seed=23)
+    want = [(j, o, normalise(framing, p)) for j, o, p in oracle_rows(broker.address, journals)]
+    # Small batches: about a ninth of the data each (the late transaction stays open across them).
+    small = str(max(o for _, o, _ in want) // 3)
+    # One large batch; then small ones.
+    for name, limit in (("large", "64m"), ("small", small)):
+        out = tmp_path / f"out-{name}"
+        batches = stream_rows(
+            spark, broker, journals, framing, tmp_path / f"ckpt-{name}", out, maxBytesPerTrigger=limit
+        )
+        assert (batches > 3) == (name == "small"), batches
+        got = written(out, framing)
+        assert got == want, name  # each committed message once, nothing else
+    # A restart from the checkpoint while transactions are open: the sink fails batch 2, the
+    # query restarts from the checkpoint and re-runs it.
+    out, ckpt = tmp_path / "out-restart", tmp_path / "ckpt-restart"
+    assert stream_rows(spark, broker, journals, framing, ckpt, out, crash_at=2, maxBytesPerTrigger=small) == 2
+    stream_rows(spark, broker, journals, framing, ckpt, out, maxBytesPerTrigger=small)
+    assert written(out, framing) == want
