@@ -1,7 +1,9 @@
 """Oracle tests: the connector held against Gazette's own code (the Go peer, real brokers).
 
 The SparkSession and embedded-broker fixtures are the Spark tier's (tests/spark/conftest.py),
-loaded here under another module name so both directories share one definition.
+loaded here under another module name so both directories share one definition. ``target`` is
+the broker an oracle test runs against: ``[embedded]`` (the Spark tier's broker) and ``[gazette]``
+(the session's real Gazette cluster; journal names are unique per test, so tests share it).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 import sys
+
+import pytest
 
 _here = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(_here.parent / "spark"))  # spark_helpers
@@ -21,4 +25,32 @@ spark = _spark_tier.spark
 broker = _spark_tier.broker
 client = _spark_tier.client
 create_journal = _spark_tier.create_journal
-make_spec = _spark_tier.make_spec
+
+
+class Target:
+    """A broker to test against: ``address``, ``store_root`` and ``create(name, **spec)``."""
+
+    def __init__(self, kind: str, address: str, store_root: str, create):
+        self.kind, self.address, self.store_root, self.create = kind, address, store_root, create
+
+    def __repr__(self) -> str:
+        return f"Target({self.kind})"
+
+
+@pytest.fixture(params=["embedded", "gazette"])
+def target(request):
+    from journalspecs import make_spec
+
+    if request.param == "embedded":
+        b = request.getfixturevalue("broker")
+        yield Target("embedded", b.address, b.store_root, request.getfixturevalue("create_journal"))
+        return
+    cluster = request.getfixturevalue("gazette_cluster")
+
+    def create(name, **kwargs):
+        spec = make_spec(name, **kwargs)
+        cluster.make_store_dirs([spec])
+        cluster.apply_specs([spec])
+        return spec
+
+    yield Target("gazette", cluster.address, cluster.file_root, create)

@@ -24,10 +24,10 @@ ACK_TXN = 0x2
 JOURNALS = ["oracle/txn/a", "oracle/txn/b"]
 
 
-def committed_rows(address: str) -> list[tuple[str, int]]:
+def committed_rows(address: str, journals: list[str] = JOURNALS) -> list[tuple[str, int]]:
     """(journal, id) of every committed row, per Gazette; ACKs left out."""
     out = []
-    for line in peer.read_committed(address, JOURNALS):
+    for line in peer.read_committed(address, journals):
         if line["flags"] & ACK_TXN:
             assert set(line["doc"]) == {"_meta"}, line  # an ACK carries nothing else
             continue
@@ -36,20 +36,21 @@ def committed_rows(address: str) -> list[tuple[str, int]]:
     return sorted(out)
 
 
-def expected(n: int) -> list[tuple[str, int]]:
-    return sorted((JOURNALS[i % 2], i) for i in range(n))
+def expected(n: int, journals: list[str] = JOURNALS) -> list[tuple[str, int]]:
+    return sorted((journals[i % 2], i) for i in range(n))
 
 
-def test_transactional_writes_are_read_committed_by_gazette(spark, broker, create_journal):
-    for j in JOURNALS:
-        create_journal(j)
+def test_transactional_writes_are_read_committed_by_gazette(spark, target):
+    journals = [f"{j}-{target.kind}" for j in JOURNALS]
+    for j in journals:
+        target.create(j)
     df = spark.range(0, 600, 1, 3).selectExpr(
-        f"if(id % 2 = 0, '{JOURNALS[0]}', '{JOURNALS[1]}') as journal", "id", "cast(id * 3 as string) as s"
+        f"if(id % 2 = 0, '{journals[0]}', '{journals[1]}') as journal", "id", "cast(id * 3 as string) as s"
     )
-    df.write.format("gazette").mode("append").option("broker.address", broker.address).option(
+    df.write.format("gazette").mode("append").option("broker.address", target.address).option(
         "transactional", "true"
     ).save()
-    assert committed_rows(broker.address) == expected(600)
+    assert committed_rows(target.address, journals) == expected(600, journals)
 
 
 RETRY_SCRIPT = textwrap.dedent(
