@@ -71,6 +71,15 @@ OPTIONS: tuple[Option, ...] = (
         env=("BROKER_AUTH_TOKEN",),
     ),
     Option("broker.zone", "string", "", "Prefer brokers of this zone for reads."),
+    Option(
+        "broker.timeout",
+        "duration",
+        "5m",
+        "How long a task keeps retrying a read or an append while no broker answers for its journal "
+        "(the cluster is down, or Gazette has not reassigned the journal yet); then the task fails "
+        "naming the journal, the offset and this option. `0` retries forever.",
+        example="30s",
+    ),
     # -- journal selection -------------------------------------------------------------------
     Option(
         "journals",
@@ -523,6 +532,7 @@ class Connection:
     zone: str = ""
     file_root: str | None = None
     storage: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
+    broker_timeout: float | None = 300.0
 
     def client_config(self, *, direct_reads: bool = True):
         from pyspark_gazette.client import ClientConfig
@@ -533,6 +543,7 @@ class Connection:
             file_root=self.file_root,
             direct_reads=direct_reads,
             zone=self.zone,
+            broker_timeout=self.broker_timeout,
         )
 
     def storage_options(self) -> dict[str, Any]:
@@ -572,7 +583,16 @@ def _connection(values: dict[str, Any]) -> Connection:
         zone=values.get("broker.zone") or "",
         file_root=values.get("store.fileRoot"),
         storage=tuple(sorted(storage.items())),
+        broker_timeout=_broker_timeout(values),
     )
+
+
+def _broker_timeout(values: dict[str, Any]) -> float | None:
+    """``broker.timeout`` in seconds (its documented default when not given), None for 0 (forever)."""
+    value = values.get("broker.timeout", option("broker.timeout").default)
+    if isinstance(value, str):
+        value = _parse_duration("broker.timeout", value)
+    return float(value) or None
 
 
 @dataclasses.dataclass(frozen=True)
