@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-unit gazette dev-cluster lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test test-unit test-oldest-pyspark gazette dev-cluster lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 quickstart: $(STAMP)  ## run the quickstart on an embedded broker (the main job)
-	PYSPARK_PYTHON=$(abspath $(PY)) $(VENV)/bin/pyspark-gazette quickstart
+	PYSPARK_PYTHON=$(abspath $(PY)) $(VENV)/bin/pyspark-gazette quickstart --data-dir .gazette/quickstart
 
 # Real Gazette (the test peer): gazette and gazctl at the version pinned in the Go peer's go.mod,
 # built with cgo (the zstd codec needs gcc) into .bin/, plus our Go peer. `go install pkg@v0.103.0`
@@ -51,6 +51,22 @@ GAZETTE_IF_GO := $(if $(shell command -v $(GO) 2>/dev/null),$(GAZETTE_STAMP),)
 test: $(STAMP) $(GAZETTE_IF_GO)  ## run every test tier (unit, integration, spark, real Gazette)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest
 
+# The oldest PySpark pyproject.toml allows (pyspark>=4.2), in a venv of its own, for a smoke
+# subset of the Spark tests (tests/unit/test_packaging.py keeps it equal to the lower bound).
+OLDEST_PYSPARK := 4.2.0
+OLD_VENV := .venv-oldest
+OLD_STAMP := $(OLD_VENV)/.installed-$(OLDEST_PYSPARK)
+SMOKE := tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_stream_source.py tests/spark/test_user_errors.py
+
+$(OLD_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OLD_VENV)/bin/python -m pip install -q -e ".[dev]" "pyspark==$(OLDEST_PYSPARK)"
+	rm -f $(OLD_VENV)/.installed-* && touch $@
+
+test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the oldest supported pyspark
+	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(SMOKE) -k "not gazette"
+
 test-unit: $(STAMP)  ## only the unit tests
 	$(PY) -m pytest tests/unit
 
@@ -81,4 +97,4 @@ docs-serve: $(STAMP)  ## serve the docs with live reload on http://127.0.0.1:800
 	$(PY) -m mkdocs serve
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin
+	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin

@@ -122,7 +122,14 @@ def backend(request, tmp_path):
         with EmbeddedBroker(str(tmp_path / "broker"), file_root=str(store)) as b:
             yield Backend("embedded", b.address, str(store), broker=b)
         return
+    yield request.getfixturevalue("backend_gazette")
+
+
+@pytest.fixture
+def backend_gazette(tmp_path):
+    """A fresh real Gazette cluster (etcd + 3 brokers) for one test, as a ``Backend``."""
     import realgazette
+    from backends import Backend
 
     realgazette.require()
     cluster = realgazette.GazetteCluster(tmp_path / "gazette", 3, extra_env=GAZETTE_AWS_ENV)

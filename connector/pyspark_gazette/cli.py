@@ -1,12 +1,13 @@
 """``pyspark-gazette``: the command line.
 
-    pyspark-gazette quickstart [--rows N] [--keep]   # the README's main job
+    pyspark-gazette quickstart [--rows N] [--keep] [--data-dir DIR] [--specs FILE]   # the main job
     pyspark-gazette broker --listen 127.0.0.1:8080 --data-dir DIR [--file-root DIR]
     pyspark-gazette journals list [-l SELECTOR] [--format table|yaml|json]
     pyspark-gazette journals apply -f specs.yaml [--dry-run]
     pyspark-gazette journals append -j JOURNAL [-f FILE]       # stdin by default
     pyspark-gazette journals read -j JOURNAL [--offset N] [--block]
     pyspark-gazette journals fragments -j JOURNAL [--signed]
+    pyspark-gazette journals lag --checkpoint DIR               # a stream's backlog per journal
 
 The broker address comes from ``--broker.address``, else the ``BROKER_ADDRESS`` environment
 variable (as Gazette's own tooling does), else ``http://localhost:8080``. A bearer token comes
@@ -20,15 +21,23 @@ import argparse
 import json
 import logging
 import os
+import pathlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 DEFAULT_ADDRESS = "http://localhost:8080"
 
 
 #: Capabilities a token minted from --broker.auth-keys grants, per journals command (as gazctl
 #: signs its own per-call tokens with the keys).
-_COMMAND_CAPS = {"list": "LIST", "apply": "APPLY|LIST", "append": "APPEND|LIST", "read": "READ|LIST"}
+_COMMAND_CAPS = {
+    "list": "LIST",
+    "apply": "APPLY|LIST",
+    "append": "APPEND|LIST",
+    "read": "READ|LIST",
+    "lag": "READ|LIST",
+}
 
 
 def _auth_keys(args: argparse.Namespace) -> str | None:
@@ -95,9 +104,24 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     from pyspark_gazette.client import Change
     from pyspark_gazette.client.specs import load_specs
+    from pyspark_gazette.errors import InvalidInputError
 
-    text = sys.stdin.read() if args.specs == "-" else open(args.specs, encoding="utf-8").read()
-    nodes = load_specs(text)
+    try:
+        text = sys.stdin.read() if args.specs == "-" else open(args.specs, encoding="utf-8").read()
+    except OSError as e:
+        raise InvalidInputError(f"-f {args.specs}: {e.strerror or e}") from None
+    try:
+        nodes = load_specs(text)
+    except ValueError as e:
+        raise InvalidInputError(f"-f {args.specs}: {e}") from None
+    from pyspark_gazette.broker.specs import spec_problems
+
+    problems = [str(p) for n in nodes if not n.delete for p in spec_problems(n.spec)]
+    if problems:
+        # Every bad field of every spec at once (a broker reports only the first).
+        raise InvalidInputError(
+            f"-f {args.specs}: {len(problems)} problem(s), nothing applied:\n  " + "\n  ".join(problems)
+        )
     changes = [
         Change(expect_mod_revision=n.revision or -1, delete=n.spec.name)
         if n.delete
@@ -114,38 +138,129 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_message_ends(c: Any, journal: str, last_byte: bytes) -> None:
+    """Refuse content that would leave the journal's last message open: on a newline-framed
+    journal (ndjson, lines, csv) the next append would glue its first message onto this one."""
+    from pyspark_gazette.errors import FramingError, InvalidInputError
+    from pyspark_gazette.message import framing_for_content_type
+
+    if not last_byte or last_byte == b"\n":
+        return
+    types = [lb.value for lb in c.get_journal(journal).spec.labels.labels if lb.name == "content-type"]
+    try:
+        framing = framing_for_content_type(types[0]) if types else None
+    except FramingError:
+        framing = None
+    if framing is not None and framing.name in ("ndjson", "lines", "csv"):
+        raise InvalidInputError(
+            f"journals append: the content for journal {journal!r} ({types[0]}, one message per line) does not "
+            "end with a newline, so its last message is incomplete and the next append would join onto it; "
+            "nothing was appended (end the content with a newline)"
+        )
+
+
 def cmd_append(args: argparse.Namespace) -> int:
+    from pyspark_gazette.errors import InvalidInputError
+
     with _client(args) as c:
         if args.file and args.file != "-":
-            with open(args.file, "rb") as f:
+            try:
+                f = open(args.file, "rb")
+            except OSError as e:
+                raise InvalidInputError(f"-f {args.file}: {e.strerror or e}") from None
+            with f:
+                size = os.fstat(f.fileno()).st_size
+                if size:
+                    f.seek(size - 1)
+                    _check_message_ends(c, args.journal, f.read(1))
+                    f.seek(0)
                 commit = c.append(args.journal, f)
         else:
-            commit = c.append(args.journal, sys.stdin.buffer.read())
+            data = sys.stdin.buffer.read()
+            _check_message_ends(c, args.journal, data[-1:])
+            commit = c.append(args.journal, data)
     print(f"appended [{commit.begin}, {commit.end}) to {commit.journal}", file=sys.stderr)
     return 0
 
 
+def _loss(journal: str, begin: int, end: int | None, why: str, fragment: str = "") -> str:
+    span = f"[{begin}, {end})" if end is not None else f"from {begin}"
+    return f"data loss: journal {journal!r} offsets {span}: {why}" + (f" (fragment {fragment})" if fragment else "")
+
+
+def _fragment_at(c: Any, journal: str, offset: int) -> Any:
+    """The listed fragment covering ``offset``, else None."""
+    for f in c.list_fragments(journal):
+        if f.spec.begin <= offset < f.spec.end:
+            return f.spec
+    return None
+
+
+def _next_fragment(c: Any, journal: str, offset: int) -> Any:
+    """The first listed fragment beginning after ``offset``, else None."""
+    after = [f.spec for f in c.list_fragments(journal) if f.spec.begin > offset]
+    return min(after, key=lambda s: s.begin) if after else None
+
+
 def cmd_read(args: argparse.Namespace) -> int:
-    from pyspark_gazette.errors import OffsetJumpError, OffsetNotYetAvailableError
+    """Copy the journal to stdout. Content that cannot be read (a fragment missing from or damaged
+    in its store, a hole the brokers skip over) is reported on stderr, one line per range naming
+    the journal, the offsets and the fragment; the command then exits 1 at once, or with
+    ``--fail-on-data-loss false`` goes on after the range and exits 0."""
+    from pyspark_gazette.errors import FragmentError, OffsetJumpError, OffsetNotYetAvailableError, TransportError
+    from pyspark_gazette.fragments import FragmentRef
 
     out = sys.stdout.buffer
-    with (
-        _client(args) as c,
-        c.retry_reader(args.journal, args.offset, end_offset=args.end_offset, block=args.block) as r,
-    ):
+    fail = args.fail_on_data_loss == "true"
+    offset, copied = args.offset, 0
+    with _client(args) as c:
         while True:
-            try:
-                data = r.read()
-            except OffsetNotYetAvailableError:
-                break
-            except OffsetJumpError as e:
-                print(f"warning: {e}", file=sys.stderr)
-                continue
-            if not data:
-                break
-            out.write(data)
-            out.flush()
-    return 0
+            resume: int | None = None
+            with c.retry_reader(args.journal, offset, end_offset=args.end_offset, block=args.block) as r:
+                while resume is None:
+                    try:
+                        data = r.read()
+                    except OffsetNotYetAvailableError:
+                        head = r.write_head
+                        if not head or r.offset >= head or (args.end_offset and r.offset >= args.end_offset):
+                            return 0  # at the write head (or the end offset): done
+                        # Below the write head, yet nothing to read: a hole the broker waits on.
+                        nxt = _next_fragment(c, args.journal, r.offset)
+                        stop = nxt.begin if nxt is not None else head
+                        print(_loss(args.journal, r.offset, stop, "no fragment holds this content"), file=sys.stderr)
+                        if fail or nxt is None:
+                            return 1
+                        resume = nxt.begin
+                        continue
+                    except OffsetJumpError as e:
+                        if e.from_offset == args.offset == 0 and not copied:
+                            print(f"note: journal {args.journal!r} begins at offset {e.to_offset}", file=sys.stderr)
+                            continue  # the start of the journal was pruned: nothing lost in between
+                        print(_loss(args.journal, e.from_offset, e.to_offset, "skipped by the broker"), file=sys.stderr)
+                        if fail:
+                            return 1
+                        continue
+                    except (FragmentError, TransportError) as e:
+                        if isinstance(e, TransportError) and e.code != "DATA_LOSS":
+                            raise
+                        at = r.offset
+                        spec = _fragment_at(c, args.journal, at)
+                        end = spec.end if spec is not None else None
+                        name = FragmentRef.from_proto(spec).content_path if spec is not None else ""
+                        detail = str(e).splitlines()[0]
+                        print(_loss(args.journal, at, end, f"unreadable: {detail}", name), file=sys.stderr)
+                        if fail or end is None:
+                            return 1
+                        resume = end
+                        continue
+                    if not data:
+                        return 0
+                    out.write(data)
+                    out.flush()
+                    copied += len(data)
+            offset = resume
+            if args.end_offset and offset >= args.end_offset:
+                return 0
 
 
 def cmd_fragments(args: argparse.Namespace) -> int:
@@ -162,13 +277,61 @@ def cmd_fragments(args: argparse.Namespace) -> int:
                 str(ref.begin),
                 str(ref.end),
                 codec_name(ref.codec),
-                str(ref.mod_time or "-"),
+                _utc(ref.mod_time) if ref.mod_time else "-",
                 ref.backing_store or "(local)",
                 ref.content_path if not args.signed else f.signed_url or ref.content_path,
             )
         )
     _table(rows)
     return 0
+
+
+def checkpoint_offsets(checkpoint: str, source: int = 0) -> tuple[int, dict[str, int]]:
+    """The latest committed batch of a Spark streaming checkpoint and its end offsets for the
+    ``source``-th source (``{journal: byte offset}``, as the gazette source writes them)."""
+    from pyspark_gazette.errors import InvalidInputError
+
+    root = pathlib.Path(checkpoint)
+    try:
+        done = [int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit()]
+    except OSError as e:
+        raise InvalidInputError(f"--checkpoint {checkpoint}: {e.strerror or e} (not a streaming checkpoint?)") from None
+    if not done:
+        raise InvalidInputError(f"--checkpoint {checkpoint}: no committed batch yet")
+    batch = max(done)
+    lines = (root / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
+    # offsets/<batch>: a version line, the batch metadata, then one line per source.
+    sources = lines[2:]
+    if source >= len(sources) or sources[source] in ("", "-"):
+        raise InvalidInputError(f"--checkpoint {checkpoint}: batch {batch} has no source {source}")
+    try:
+        offsets = json.loads(sources[source])
+    except ValueError:
+        offsets = None
+    if not isinstance(offsets, dict) or not all(isinstance(v, int) for v in offsets.values()):
+        raise InvalidInputError(f"--checkpoint {checkpoint}: source {source} of batch {batch} is not a gazette source")
+    return batch, offsets
+
+
+def cmd_lag(args: argparse.Namespace) -> int:
+    """Per journal: the end offset of the checkpoint's last committed batch, the write head, and
+    the bytes between them (what the next batches have to read)."""
+    batch, offsets = checkpoint_offsets(args.checkpoint, args.source)
+    rows = [("JOURNAL", "COMMITTED", "WRITE_HEAD", "LAG_BYTES")]
+    with _client(args) as c:
+        for journal, committed in sorted(offsets.items()):
+            head = max((f.spec.end for f in c.list_fragments(journal)), default=0)
+            rows.append((journal, str(committed), str(head), str(max(0, head - committed))))
+    print(f"batch {batch} of {args.checkpoint}")
+    _table(rows)
+    return 0
+
+
+def _utc(seconds: int) -> str:
+    """A persist time (Unix seconds) as ``2026-01-02T03:04:05Z``."""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -224,8 +387,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("quickstart", help="run the quickstart on an embedded broker (the README's main job)")
     q.add_argument(
-        "--data-dir", default=".gazette/quickstart", help="working directory, wiped at start (default %(default)s)"
+        "--data-dir",
+        help="where the broker, fragment store and checkpoints go, wiped at start "
+        "(default $XDG_CACHE_HOME/pyspark-gazette/quickstart, else ~/.cache/pyspark-gazette/quickstart)",
     )
+    q.add_argument(
+        "--specs",
+        help="YAML journal specs to use instead of the packaged ones; must define the ndjson journals "
+        "quickstart/clicks and quickstart/checkouts",
+    )
+    q.add_argument("--print-specs", action="store_true", help="print the packaged journal specs (YAML) and exit")
     q.add_argument(
         "--rows", "--events", dest="rows", type=int, default=250_000, help="click events to write (default %(default)s)"
     )
@@ -275,7 +446,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=int, default=0, help="start offset; -1 = the write head")
     p.add_argument("--end-offset", type=int, default=0, help="stop before this offset (0 = no bound)")
     p.add_argument("--block", action="store_true", help="wait for new content instead of stopping at the write head")
+    p.add_argument(
+        "--fail-on-data-loss",
+        choices=("true", "false"),
+        default="true",
+        help="on content that cannot be read (missing or damaged fragment, hole): report it on stderr and "
+        "exit 1 (true, the default), or report it, skip it and go on (false), like Spark's failOnDataLoss",
+    )
     p.set_defaults(func=cmd_read)
+
+    p = jsub.add_parser("lag", help="bytes a streaming query's checkpoint is behind the journals' write heads")
+    _add_broker_flags(p)
+    p.add_argument("--checkpoint", required=True, help="the query's checkpointLocation (a local path)")
+    p.add_argument("--source", type=int, default=0, help="which source of the query, in plan order (default 0)")
+    p.set_defaults(func=cmd_lag)
 
     p = jsub.add_parser("fragments", help="list a journal's fragments")
     _add_broker_flags(p)
@@ -305,14 +489,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             )
         if args.command == "quickstart":
-            from pyspark_gazette.quickstart import run_quickstart
+            from pyspark_gazette.quickstart import packaged_specs, run_quickstart
 
-            return run_quickstart(data_dir=args.data_dir, rows=args.rows, keep=args.keep)
+            if args.print_specs:
+                sys.stdout.write(packaged_specs())
+                return 0
+            return run_quickstart(data_dir=args.data_dir, rows=args.rows, keep=args.keep, specs=args.specs)
         return args.func(args)
     except GazetteError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
+        # The reader of our stdout went away (`| head`): stop quietly, and keep Python from
+        # reporting the failed flush of stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
         return 0
 
 

@@ -4,7 +4,7 @@ Seven steps, each timed, each checked, on one machine:
 
 1. start a quiet local[2] SparkSession (UTC, no UI; executors run ``sys.executable``);
 2. start an embedded broker with a local ``file://`` fragment store and create the journals of
-   ``conf/journals/quickstart.yaml``;
+   the packaged ``quickstart.yaml`` (``pyspark_gazette/resources``; ``--specs FILE`` for your own);
 3. write ``--rows`` generated click events with ``df.write.format("gazette")``;
 4. wait until every rolled fragment is persisted and the broker's index lists the store, so
    the next read takes those fragments straight from the files;
@@ -15,7 +15,9 @@ Seven steps, each timed, each checked, on one machine:
    exactly the transformed rows of the clicks journal;
 7. the same stream again from the same checkpoint, which must add nothing.
 
-The data directory (``.gazette/quickstart`` by default) is wiped at the start of every run;
+Everything the job writes goes under its data directory (:func:`default_data_dir` unless
+``--data-dir`` names one); nothing is read from the working directory or a source checkout, so
+the installed package runs from anywhere. The data directory is wiped at the start of every run;
 ``keep=True`` (``--keep``) reuses it instead: the journals keep their earlier content, the new
 events continue the earlier ids (``state.json``), and the stream resumes from its checkpoint.
 Any failed step or check prints ``error: [step] ...`` and the job exits 1.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib.resources
 import json
 import os
 import pathlib
@@ -35,8 +38,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-SPECS = pathlib.Path("conf/journals/quickstart.yaml")
-LOG4J = pathlib.Path("conf/log4j2.properties")
+#: Package data (``pyspark_gazette/resources``): the journals and Spark's JVM logging set-up.
+SPECS = "quickstart.yaml"
+LOG4J = "log4j2.properties"
 CLICKS = "quickstart/clicks"
 CHECKOUTS = "quickstart/checkouts"
 STEPS = 7
@@ -54,12 +58,21 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def _repo_file(relative: pathlib.Path) -> pathlib.Path | None:
-    """``relative`` under the working directory, else under the source checkout."""
-    for base in (pathlib.Path.cwd(), pathlib.Path(__file__).resolve().parents[2]):
-        if (base / relative).exists():
-            return base / relative
-    return None
+def resource(name: str) -> Any:
+    """A file shipped inside the package (a ``Traversable``; see :mod:`importlib.resources`)."""
+    return importlib.resources.files("pyspark_gazette") / "resources" / name
+
+
+def packaged_specs() -> str:
+    """The quickstart's journal specs (gazctl's YAML), as ``--print-specs`` prints them."""
+    return str(resource(SPECS).read_text(encoding="utf-8"))
+
+
+def default_data_dir() -> pathlib.Path:
+    """Where the quickstart writes without ``--data-dir``: ``$XDG_CACHE_HOME/pyspark-gazette/quickstart``,
+    ``~/.cache/pyspark-gazette/quickstart`` when ``XDG_CACHE_HOME`` is unset."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(cache) / "pyspark-gazette" / "quickstart"
 
 
 @dataclasses.dataclass
@@ -87,18 +100,32 @@ def _state(root: pathlib.Path) -> dict[str, int]:
     return json.loads(path.read_text()) if path.exists() else {"next_event_id": 0, "runs": 0}
 
 
-def run_quickstart(data_dir: str = ".gazette/quickstart", rows: int = 250_000, keep: bool = False) -> int:
-    """Run the quickstart; 0 when every step and check passed, 1 otherwise, 2 for bad arguments."""
+def run_quickstart(
+    data_dir: str | os.PathLike[str] | None = None,
+    rows: int = 250_000,
+    keep: bool = False,
+    specs: str | os.PathLike[str] | None = None,
+) -> int:
+    """Run the quickstart; 0 when every step and check passed, 1 otherwise, 2 for bad arguments.
+
+    ``data_dir`` defaults to :func:`default_data_dir`; ``specs`` is a YAML file of journal specs
+    to use instead of the packaged ones (it must define ``quickstart/clicks`` and
+    ``quickstart/checkouts``, ndjson journals)."""
     if rows <= 0:
         print("error: --rows must be positive", file=sys.stderr)
         return 2
-    root = pathlib.Path(data_dir).resolve()
+    try:
+        nodes = _load_specs(specs)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    root = pathlib.Path(data_dir if data_dir is not None else default_data_dir()).expanduser().resolve()
     steps = Steps()
     try:
         if root.exists() and not keep:
             _wipe(root)
         (root / "store").mkdir(parents=True, exist_ok=True)
-        report = _run(root, rows, keep, steps)
+        report = _run(root, rows, keep, steps, nodes, str(specs) if specs else f"the packaged {SPECS}")
     except CheckFailed as e:
         print(f"error: {steps.current}: check failed: {e}", file=sys.stderr)
         return 1
@@ -111,6 +138,35 @@ def run_quickstart(data_dir: str = ".gazette/quickstart", rows: int = 250_000, k
 
 #: Everything a quickstart run leaves in its data directory.
 OWN_ENTRIES = frozenset({"broker", "store", "checkpoints", "state.json"})
+
+
+def _load_specs(specs: str | os.PathLike[str] | None) -> list[Any]:
+    """The journal specs to create: ``specs`` (a file) or the packaged ones; a file must define
+    both quickstart journals, as ndjson."""
+    from pyspark_gazette.client.specs import load_specs
+
+    if specs is None:
+        return load_specs(packaged_specs())
+    try:
+        text = pathlib.Path(specs).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"--specs {specs}: {e.strerror or e}") from None
+    try:
+        nodes = load_specs(text)
+    except ValueError as e:
+        raise ValueError(f"--specs {specs}: {e}") from None
+    named = {n.spec.name: n.spec for n in nodes if not n.delete}
+    missing = [j for j in (CLICKS, CHECKOUTS) if j not in named]
+    if missing:
+        raise ValueError(
+            f"--specs {specs}: defines no journal {' or '.join(missing)}; the quickstart writes to "
+            f"{CLICKS} and {CHECKOUTS} (start from `pyspark-gazette quickstart --print-specs`)"
+        )
+    for name in (CLICKS, CHECKOUTS):
+        types = [lb.value for lb in named[name].labels.labels if lb.name == "content-type"]
+        if types != ["application/x-ndjson"]:
+            raise ValueError(f"--specs {specs}: journal {name} must have content-type application/x-ndjson")
+    return nodes
 
 
 def _wipe(root: pathlib.Path) -> None:
@@ -135,14 +191,10 @@ def _one_line(e: BaseException) -> str:
     return ours[-1] if ours else f"{type(e).__name__}: {lines[0] if lines else text}"
 
 
-def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps) -> dict[str, Any]:
+def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps, nodes: list[Any], specs: str) -> dict[str, Any]:
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
-    from pyspark_gazette.client.specs import load_specs
 
-    specs = _repo_file(SPECS)
-    if specs is None:
-        raise FileNotFoundError(f"{SPECS} not found: run the quickstart from the repository root")
     state = _state(root)
     first_id = state["next_event_id"]
     store = root / "store"
@@ -154,16 +206,16 @@ def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps) -> dict[str, A
         with steps.step(1, "spark", "local[2] SparkSession"):
             from pyspark_gazette.spark import quickstart_job as job
 
-            spark = job.start_session(_repo_file(LOG4J))
+            log4j = stack.enter_context(importlib.resources.as_file(resource(LOG4J)))
+            spark = job.start_session(log4j)
             stack.callback(spark.stop)
             _say(f"      Spark {spark.version}, session time zone UTC")
         with steps.step(2, "broker", "embedded broker and journals"):
             broker = stack.enter_context(EmbeddedBroker(str(root / "broker"), file_root=str(store)))
             client = stack.enter_context(JournalClient(ClientConfig(broker.address, file_root=str(store))))
-            nodes = load_specs(specs.read_text())
-            client.apply([Change(expect_mod_revision=-1, upsert=n.spec) for n in nodes])
+            client.apply([Change(expect_mod_revision=-1, upsert=n.spec) for n in nodes if not n.delete])
             _say(f"      broker {broker.address}, fragment store {store.as_uri()}/")
-            _say(f"      {len(nodes)} journals from {SPECS}: {', '.join(n.spec.name for n in nodes)}")
+            _say(f"      {len(nodes)} journals from {specs}: {', '.join(n.spec.name for n in nodes)}")
         _run_spark(root, broker, client, state, report, steps, spark)
     return report
 
@@ -302,4 +354,4 @@ def _print_report(r: dict[str, Any], steps: Steps, root: pathlib.Path, keep: boo
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run_quickstart(os.environ.get("QUICKSTART_DIR", ".gazette/quickstart")))
+    sys.exit(run_quickstart())

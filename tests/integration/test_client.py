@@ -58,7 +58,7 @@ def test_list_consumes_a_stream_of_many_messages_and_selects(client, broker):
     specs = [make_spec(f"many/j{i:03d}", labels={"parity": "even" if i % 2 == 0 else "odd"}) for i in range(60)]
     specs.append(make_spec("other/x", labels={"parity": "even"}))
     client.apply_in_batches([Change(0, upsert=s) for s in specs], size=16)
-    assert len(client.list_journals()) == 61  # > 25 journals: the broker splits the listing
+    assert len(client.list_journals()) == 61
     assert len(client.list_journals("parity=even")) == 31
     assert len(client.list_journals("parity=even,name:prefix=many/")) == 30
     assert [j.name for j in client.list_journals("parity in (odd), name:prefix=many/j00")] == [
@@ -339,3 +339,47 @@ def test_direct_reads_from_s3_through_presigned_urls(client, broker, s3_server, 
     # The same bytes proxied by the broker.
     with client.retry_reader("s3/a", 0, end_offset=len(content), do_not_proxy=False) as r:
         assert b"".join(iter(r.read, b"")) == content and r.direct_bytes == 0
+
+
+@pytest.mark.slow
+def test_list_and_watch_over_a_thousand_journals(client, broker):
+    """1,200 journals: the listing arrives split over several List responses on both brokers
+    (Gazette sends at most 1,000 journals a response), the client joins them, and a watch yields
+    the full snapshot, then a new one on a change."""
+    import grpc
+
+    from pyspark_gazette.protocol import pb_grpc
+
+    specs = [make_spec(f"thousand/j{i:04d}", labels={"group": "thousand"}) for i in range(1200)]
+    broker.prepare(specs)
+    client.apply_in_batches([Change(0, upsert=s) for s in specs])
+    assert len(client.list_journals("group=thousand")) == 1200
+    with grpc.insecure_channel(broker.address.removeprefix("http://")) as ch:
+        responses = list(pb_grpc.JournalStub(ch).List(pb.ListRequest(selector=parse_selector("group=thousand"))))
+    assert len(responses) == 2 and [len(r.journals) for r in responses] == [1000, 200]
+    watch = client.watch_journals("group=thousand")
+    try:
+        first = next(watch)
+        assert len(first) == 1200
+        client.apply([Change(0, upsert=make_spec("thousand/late", labels={"group": "thousand"}))])
+        second = next(watch)
+        while len(second) == 1200:  # a broker may re-send an unchanged snapshot (e.g. new routes)
+            second = next(watch)
+        assert len(second) == 1201 and "thousand/late" in {j.name for j in second}
+    finally:
+        watch.close()
+
+
+def test_fragment_store_health_of_a_file_store(client, broker):
+    """FragmentStoreHealth of a ``file://`` store whose directory exists under the file root is
+    OK on both brokers."""
+    import grpc
+
+    from pyspark_gazette.protocol import pb_grpc
+
+    spec = make_spec("health/a", store="file:///health/")
+    create(broker, client, spec)
+    with grpc.insecure_channel(broker.address.removeprefix("http://")) as ch:
+        stub = pb_grpc.JournalStub(ch)
+        resp = stub.FragmentStoreHealth(pb.FragmentStoreHealthRequest(fragment_store="file:///health/"), timeout=60)
+    assert resp.status == pb.OK and resp.store_health_error == ""

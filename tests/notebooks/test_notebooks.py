@@ -2,8 +2,9 @@
 
 Each notebook runs in its own Jupyter kernel started from this interpreter (the project's venv),
 with a temporary working directory (and ``TMPDIR``), against the embedded broker the notebook starts itself
-(no broker address in the environment). Cells tagged ``databricks-only`` (``%pip install`` and
-the Python restart) are skipped: the package is installed here already. A cell error fails the
+(no broker address in the environment). Every cell runs, tags or not: the Databricks-only cells
+(``%pip install`` and the Python restart) guard themselves with ``if "dbutils" in globals()``, so
+they do nothing here, as in plain Jupyter. A cell error fails the
 test naming the notebook and the cell. After the notebook's own clean-up cell, one more cell
 checks that it stopped its SparkSession and its broker.
 
@@ -28,6 +29,7 @@ nbclient = pytest.importorskip("nbclient")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SKIP_TAG = "databricks-only"
+DATABRICKS_GUARD = 'if "dbutils" in globals():'
 #: Seconds one notebook may take in all (pytest-timeout), and one cell.
 NOTEBOOK_TIMEOUT = 600
 CELL_TIMEOUT = 300
@@ -69,9 +71,55 @@ def test_committed_without_outputs_and_with_a_databricks_install_cell(path):
     assert not dirty, (
         f"{path.name}: cells {dirty} have outputs; clear them (jupyter nbconvert --clear-output --inplace)"
     )
-    skipped = [c.source for c in nb.cells if SKIP_TAG in c.metadata.get("tags", [])]
-    assert any(s.startswith("%pip install") for s in skipped), f"{path.name}: no {SKIP_TAG} %pip install cell"
-    assert all(c.cell_type == "code" for c in nb.cells if SKIP_TAG in c.metadata.get("tags", []))
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert any("%pip install --no-deps" in s for s in code), f"{path.name}: no %pip install --no-deps cell"
+    # Databricks-only code runs only on Databricks: plain Jupyter runs every cell too.
+    for source in code:
+        if "%pip" in source or "dbutils" in source:
+            lines = [ln for ln in source.splitlines() if "%pip" in ln or "dbutils." in ln]
+            assert DATABRICKS_GUARD in source and all(ln.startswith("    ") for ln in lines), (
+                f"{path.name}: Databricks-only code outside `{DATABRICKS_GUARD}`:\n{source}"
+            )
+
+
+def _third_party_imports(path: pathlib.Path) -> set[str]:
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    names: set[str] = set()
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(TransformerManager().transform_cell(cell.source))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n != "pyspark_gazette"}
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s<>=!~\[;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
+def test_every_import_is_installed_by_the_package_or_its_notebooks_extra(path):
+    """What a notebook imports comes with ``pip install 'pyspark-gazette[notebooks]'``."""
+    import importlib.metadata
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+, as CI runs
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    allowed = _requirement_names(project["dependencies"] + project["optional-dependencies"]["notebooks"])
+    dists = importlib.metadata.packages_distributions()
+    missing = {}
+    for module in _third_party_imports(path):
+        provided = {d.lower().replace("_", "-") for d in dists.get(module, [module])}
+        if not provided & allowed:
+            missing[module] = sorted(provided)
+    assert not missing, f"{path.name} imports modules no documented extra installs: {missing}"
 
 
 @pytest.fixture
@@ -102,9 +150,9 @@ def kernel_cwd(tmp_path, monkeypatch):
 
 
 def run_notebook(path: pathlib.Path, cwd: pathlib.Path):
-    """Execute ``path`` (minus the databricks-only cells) in ``cwd``; fail naming the cell."""
+    """Execute every cell of ``path`` in ``cwd``; fail naming the cell."""
     nb = nbformat.read(path, as_version=4)
-    numbered = [(i, c) for i, c in enumerate(nb.cells) if SKIP_TAG not in c.metadata.get("tags", [])]
+    numbered = list(enumerate(nb.cells))
     nb.cells = [c for _, c in numbered] + [nbformat.v4.new_code_cell(LEFTOVERS_CHECK)]
     client = nbclient.NotebookClient(
         nb, timeout=CELL_TIMEOUT, kernel_name=KERNEL, resources={"metadata": {"path": str(cwd)}}
@@ -162,22 +210,19 @@ def _write_notebook(path: pathlib.Path, cells: list) -> pathlib.Path:
     return path
 
 
-def test_the_runner_names_the_failing_cell_and_skips_databricks_only_cells(kernel_cwd, tmp_path):
+def test_the_runner_names_the_failing_cell_and_runs_tagged_cells_too(kernel_cwd, tmp_path):
     v4 = nbformat.v4
-    databricks = v4.new_code_cell("raise RuntimeError('a databricks-only cell ran')")
-    databricks.metadata["tags"] = [SKIP_TAG]
+    guarded = v4.new_code_cell(f"{DATABRICKS_GUARD}\n    %pip install --no-deps nothing-here\nguard_ran = True")
+    guarded.metadata["tags"] = [SKIP_TAG]
+    tagged = v4.new_code_cell("raise RuntimeError('a tagged cell ran')")
+    tagged.metadata["tags"] = [SKIP_TAG]
     path = _write_notebook(
         tmp_path / "bad.ipynb",
-        [
-            v4.new_markdown_cell("# bad"),
-            databricks,
-            v4.new_code_cell("x = 1"),
-            v4.new_code_cell("raise ValueError('boom')"),
-        ],
+        [v4.new_markdown_cell("# bad"), guarded, v4.new_code_cell("assert guard_ran"), tagged],
     )
     with pytest.raises(pytest.fail.Exception) as ei:
         run_notebook(path, kernel_cwd)
-    assert "notebook bad.ipynb: cell 3 failed" in str(ei.value) and "boom" in str(ei.value)
+    assert "notebook bad.ipynb: cell 3 failed" in str(ei.value) and "a tagged cell ran" in str(ei.value)
 
 
 def test_the_runner_fails_a_notebook_that_leaves_its_broker_running(kernel_cwd, tmp_path):

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from pyspark_gazette.errors import StoreURLError
+from pyspark_gazette.errors import FragmentNotFoundError, StoreURLError
 from pyspark_gazette.fragments import FragmentRef, FragmentStore, open_fragment_url
 from pyspark_gazette.fragments.paths import check_content_path, confined_path
 from pyspark_gazette.protocol import pb
@@ -168,6 +168,15 @@ def test_fragment_url_absolute_path_is_read_under_the_root(layout):
     (root / "etc" / "frag.raw").write_bytes(CONTENT)
     with open_fragment_url("file:////etc/frag.raw", pb.NONE, file_root=str(root)) as raw:
         assert raw.read() == CONTENT
+
+
+def test_a_missing_fragment_file_is_one_error_without_a_chained_oserror(layout):
+    """Spark shows a task's whole exception chain: the error names the file, the chain adds nothing."""
+    root, _ = layout
+    with pytest.raises(FragmentNotFoundError) as info:
+        open_fragment_url("file:///gone/frag.raw", pb.NONE, file_root=str(root))
+    assert str(root / "gone" / "frag.raw") in str(info.value) and "FileNotFoundError" in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
 def test_double_encoding_is_decoded_once(layout):

@@ -59,7 +59,7 @@ def test_every_typed_option_rejects_a_bad_value_naming_itself(opt):
         ({**BASE_READ, "endingOffsets": "earliest"}, "endingOffsets"),
         ({**BASE_READ, "startingOffsets": '{"a/b/c": 10}', "endingOffsets": '{"a/b/c": 5}'}, "endingOffsets"),
         ({**BASE_READ, "startingOffsets": '{"a/b/c": -3}'}, "startingOffsets"),
-        ({**BASE_READ, "startingTimestamp": "20", "endingTimestamp": "10"}, "endingTimestamp"),
+        ({**BASE_READ, "startingTimestamp": "1767225600000", "endingTimestamp": "1767225500000"}, "endingTimestamp"),
         ({**BASE_READ, "uuidPointer": "_meta/uuid"}, "uuidPointer"),
         ({**BASE_READ, "uuidField": "-1"}, "uuidField"),
         ({**BASE_READ, "uuidField": "536870912"}, "uuidField"),
@@ -77,14 +77,50 @@ def test_read_option_errors_name_the_option(options, option):
     assert ei.value.option == option
 
 
-def test_conflicting_stream_limits():
-    with pytest.raises(OptionError) as ei:
-        ReadOptions.parse(
-            {**BASE_READ, "maxBytesPerTrigger": "1m", "maxOffsetsPerTrigger": "2m"}, streaming=True, env={}
-        )
-    assert ei.value.option == "maxOffsetsPerTrigger"
-    opts = ReadOptions.parse({**BASE_READ, "maxOffsetsPerTrigger": "2m"}, streaming=True, env={})
+def test_max_offsets_per_trigger_is_refused_naming_the_byte_option():
+    """Kafka's maxOffsetsPerTrigger counts records; Gazette offsets are bytes: no silent unit change."""
+    for extra in ({}, {"maxBytesPerTrigger": "1m"}):
+        with pytest.raises(OptionError) as ei:
+            ReadOptions.parse({**BASE_READ, **extra, "maxOffsetsPerTrigger": "10000"}, streaming=True, env={})
+        assert ei.value.option == "maxOffsetsPerTrigger"
+        assert "maxBytesPerTrigger" in str(ei.value) and "records" in str(ei.value)
+    opts = ReadOptions.parse({**BASE_READ, "maxBytesPerTrigger": "2m"}, streaming=True, env={})
     assert opts.max_bytes_per_trigger == 2 << 20
+
+
+@pytest.mark.parametrize("key", ["startingTimestamp", "endingTimestamp"])
+def test_a_timestamp_in_seconds_is_refused_with_the_milliseconds(key):
+    with pytest.raises(OptionError) as ei:
+        ReadOptions.parse({**BASE_READ, key: "1767225600"}, env={})
+    assert ei.value.option == key and "seconds" in str(ei.value) and "1767225600000" in str(ei.value)
+    attr = {"startingTimestamp": "starting_timestamp", "endingTimestamp": "ending_timestamp"}[key]
+    assert getattr(ReadOptions.parse({**BASE_READ, key: "1767225600000"}, env={}), attr) == 1767225600000
+    assert ReadOptions.parse({**BASE_READ, key: "0"}, env={})  # the epoch: from the beginning
+
+
+@pytest.mark.parametrize("key", ["startingOffsets", "endingOffsets"])
+def test_offsets_for_a_journal_that_is_not_read_are_refused(key):
+    with pytest.raises(OptionError) as ei:
+        ReadOptions.parse({**BASE_READ, key: '{"a/b/x": 5}'}, env={})
+    assert ei.value.option == key and "'a/b/x'" in str(ei.value) and "not being read" in str(ei.value)
+    assert "did you mean 'a/b/c'" in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    "typo,meant",
+    [
+        ("maxBytesPerTriger", "maxBytesPerTrigger"),
+        ("startingOffset", "startingOffsets"),
+        ("broker.adress", "broker.address"),
+    ],
+)
+def test_an_unknown_option_suggests_the_closest(typo, meant):
+    with pytest.raises(OptionError) as ei:
+        parse({**BASE_READ, typo: "1"}, STREAM, env={})
+    assert f"did you mean {meant!r}" in str(ei.value)
+    with pytest.raises(OptionError) as ei:
+        parse({**BASE_READ, "completelyDifferent": "1"}, STREAM, env={})
+    assert "did you mean" not in str(ei.value)
 
 
 @pytest.mark.parametrize(

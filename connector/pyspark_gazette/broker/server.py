@@ -28,7 +28,8 @@ from pyspark_gazette.protocol.labels import matches, validate_selector
 
 log = logging.getLogger(__name__)
 
-LIST_PAGE = 25
+#: Journals per List response: Gazette v0.103.0 sends at most 1,000 (maxJournalsPerListResponse).
+LIST_PAGE = 1000
 DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 1000, 10_000
 READ_URL_TTL = 60
 FULL = pb.JournalSpec.Suspend.FULL

@@ -91,39 +91,106 @@ def _validate_store(url: str) -> None:
         raise SpecError(f"fragment store {url!r}: {e}") from e
 
 
-def validate_spec(spec: pb.JournalSpec) -> None:
-    """Raise :class:`SpecError` (message says what and why) unless ``spec`` is complete and valid."""
-    validate_journal_name(spec.name)
+def _check_replication(spec: pb.JournalSpec) -> None:
     if not 1 <= spec.replication <= 5:
         raise SpecError(f"journal {spec.name!r}: replication must be 1..5 (got {spec.replication})")
+
+
+def _check_labels(spec: pb.JournalSpec) -> None:
     _validate_labels(spec.labels)
+
+
+def _check_length(spec: pb.JournalSpec) -> None:
     frag = spec.fragment
     if not MIN_FRAGMENT_LENGTH <= frag.length <= MAX_FRAGMENT_LENGTH:
         raise SpecError(
             f"journal {spec.name!r}: fragment.length must be {MIN_FRAGMENT_LENGTH}..{MAX_FRAGMENT_LENGTH} (got {frag.length})"
         )
+
+
+def _check_codec(spec: pb.JournalSpec) -> None:
+    frag = spec.fragment
     if frag.compression_codec not in (pb.NONE, pb.GZIP, pb.ZSTANDARD, pb.SNAPPY, pb.GZIP_OFFLOAD_DECOMPRESSION):
         raise SpecError(f"journal {spec.name!r}: fragment.compression_codec must be a valid codec other than INVALID")
+
+
+def _check_stores(spec: pb.JournalSpec) -> None:
+    frag = spec.fragment
     for url in frag.stores:
         _validate_store(url)
     if frag.stores and frag.stores[0].startswith("file:") and frag.compression_codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
         raise SpecError(f"journal {spec.name!r}: GZIP_OFFLOAD_DECOMPRESSION is not supported by file:// stores")
-    refresh = duration_seconds(frag.refresh_interval)
+
+
+def _check_intervals(spec: pb.JournalSpec) -> None:
+    refresh = duration_seconds(spec.fragment.refresh_interval)
     if not MIN_REFRESH <= refresh <= MAX_REFRESH:
         raise SpecError(f"journal {spec.name!r}: fragment.refresh_interval must be 1s..24h (got {refresh:g}s)")
-    flush = duration_seconds(frag.flush_interval)
+
+
+def _check_flush(spec: pb.JournalSpec) -> None:
+    flush = duration_seconds(spec.fragment.flush_interval)
     if flush != 0 and flush < MIN_FLUSH:
         raise SpecError(f"journal {spec.name!r}: fragment.flush_interval must be 0 or at least 1m (got {flush:g}s)")
+
+
+def _check_postfix(spec: pb.JournalSpec) -> None:
     try:
-        postfix.check_template(frag.path_postfix_template, spec.name)
+        postfix.check_template(spec.fragment.path_postfix_template, spec.name)
     except ValueError as e:
         raise SpecError(f"journal {spec.name!r}: fragment.path_postfix_template: {e}") from e
+
+
+def _check_rest(spec: pb.JournalSpec) -> None:
     if spec.flags not in VALID_FLAGS:
         raise SpecError(f"journal {spec.name!r}: flags must be one of 0, 1, 2, 4 (got {spec.flags})")
+
+
+def _check_rate(spec: pb.JournalSpec) -> None:
     if spec.max_append_rate < 0:
         raise SpecError(f"journal {spec.name!r}: max_append_rate must be >= 0 (got {spec.max_append_rate})")
+
+
+def _check_suspend(spec: pb.JournalSpec) -> None:
     if spec.HasField("suspend") and spec.suspend.level not in (0, 1, 2):
         raise SpecError(f"journal {spec.name!r}: suspend.level {spec.suspend.level} is not valid")
+
+
+#: The checks of a spec, in the order Gazette's JournalSpec.Validate makes them.
+_SPEC_CHECKS = (
+    lambda spec: validate_journal_name(spec.name),
+    _check_replication,
+    _check_labels,
+    _check_length,
+    _check_codec,
+    _check_stores,
+    _check_intervals,
+    _check_flush,
+    _check_postfix,
+    _check_rest,
+    _check_rate,
+    _check_suspend,
+)
+
+
+def spec_problems(spec: pb.JournalSpec) -> list[SpecError]:
+    """Every problem of ``spec``, in order (empty when it is valid): clients show them all at once."""
+    problems = []
+    for check in _SPEC_CHECKS:
+        try:
+            check(spec)
+        except SpecError as e:
+            problems.append(e)
+    return problems
+
+
+def validate_spec(spec: pb.JournalSpec) -> None:
+    """Raise :class:`SpecError` (message says what and why) unless ``spec`` is complete and valid.
+
+    Like Gazette's broker, only the first problem is reported; :func:`spec_problems` lists all."""
+    problems = spec_problems(spec)
+    if problems:
+        raise problems[0]
 
 
 def validate_apply(req: pb.ApplyRequest) -> None:

@@ -113,7 +113,11 @@ def _open_file_url(url: str, codec: int, file_root: str | None) -> FragmentURLSt
     try:
         body = open(path, "rb")  # noqa: SIM115 - owned by the returned stream
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
-        raise FragmentNotFoundError(f"fragment file {path!r} is missing ({type(e).__name__})", fragment=safe_url) from e
+        # The message says it all; the OSError's traceback would only repeat the path (Spark
+        # prints the whole chain in a task failure).
+        raise FragmentNotFoundError(
+            f"fragment file {path!r} is missing ({type(e).__name__})", fragment=safe_url
+        ) from None
     except OSError as e:
-        raise StoreError(f"cannot open fragment file {path!r}: {e}") from e
+        raise StoreError(f"cannot open fragment file {path!r}: {type(e).__name__}: {e.strerror or e}") from None
     return FragmentURLStream(body, url, codec)

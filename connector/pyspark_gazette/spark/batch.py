@@ -79,7 +79,9 @@ class GazetteBatchReader(DataSourceReader):
         with JournalClient(self.opts.connection.client_config()) as client:
             infos = [
                 i
-                for i in resolve_journals(client, self.opts.journals, self.opts.selector)
+                for i in resolve_journals(
+                    client, self.opts.journals, self.opts.selector, offsets=self.opts.offset_bounds
+                )
                 if self.pruning.keep_journal(i.name)
             ]
             parts, ranges = plan(client, infos, self.opts)

@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from pyspark_gazette.client import JournalClient, JournalInfo
-from pyspark_gazette.errors import JournalNotFoundError, OptionError, SpecError
+from pyspark_gazette.errors import GazetteError, JournalNotFoundError, OptionError, SpecError
 from pyspark_gazette.protocol import pb
+
+log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "content-type"
 #: Framings whose messages are text (``value`` is a string column).
 TEXT_FRAMINGS = frozenset({"ndjson", "csv", "lines"})
 
 
-def resolve_journals(client: JournalClient, journals: tuple[str, ...], selector: str | None) -> list[JournalInfo]:
-    """The journals a read covers, in name order: named ones (each must exist) or a selector's."""
+def resolve_journals(
+    client: JournalClient,
+    journals: tuple[str, ...],
+    selector: str | None,
+    *,
+    offsets: tuple[Any, Any] | None = None,
+) -> list[JournalInfo]:
+    """The journals a read covers, in name order: named ones (each must exist; a missing one is an
+    error suggesting the closest existing name) or a selector's (a warning when none matches).
+    ``offsets`` (``startingOffsets``, ``endingOffsets``) may only name journals being read."""
+    from pyspark_gazette.spark.options import check_offsets_name_read_journals, closest
+
     if selector:
         infos = client.list_journals(selector)
+        if not infos:
+            log.warning("selector %r matches no journal: the read is empty until one is created", selector)
     else:
         infos = []
         missing = []
@@ -29,8 +44,17 @@ def resolve_journals(client: JournalClient, journals: tuple[str, ...], selector:
         if missing:
             # A broker with auth answers "not found" for journals outside the token's selector too.
             hint = " (or broker.authToken does not cover them)" if client.config.auth_token else ""
+            try:
+                near = closest(missing[0], [i.name for i in client.list_journals()])
+            except GazetteError:
+                near = None  # e.g. a token without LIST
+            if near:
+                hint += f" (did you mean {near!r}?)"
             raise OptionError("journals", f"journal(s) not found: {', '.join(map(repr, missing))}{hint}")
-    return sorted({i.name: i for i in infos}.values(), key=lambda i: i.name)
+    infos = sorted({i.name: i for i in infos}.values(), key=lambda i: i.name)
+    if offsets is not None and selector:
+        check_offsets_name_read_journals(*offsets, [i.name for i in infos])
+    return infos
 
 
 def framing_of(info: JournalInfo, option: str) -> str:

@@ -7,7 +7,8 @@ and unknown keys are rejected, so a typo fails at planning time instead of being
 
 The options reference in the docs is generated from :data:`OPTIONS`; a test keeps the two equal.
 Names follow Spark's Kafka source where the meaning is the same (``startingOffsets``,
-``endingOffsets``, ``failOnDataLoss``, ``maxOffsetsPerTrigger`` ...).
+``endingOffsets``, ``failOnDataLoss`` ...); a Kafka name whose unit would differ here
+(``maxOffsetsPerTrigger``, records in Kafka) is refused rather than reinterpreted.
 
 Values may also come from the environment: ``PYSPARK_GAZETTE_<KEY>`` with the key upper-cased
 and dots as underscores (``PYSPARK_GAZETTE_BROKER_ADDRESS``), and ``broker.address`` also falls
@@ -23,7 +24,7 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pyspark_gazette.errors import OptionError
@@ -289,9 +290,11 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "maxOffsetsPerTrigger",
-        "bytes",
+        "string",
         None,
-        "Alias of `maxBytesPerTrigger` (Gazette offsets are bytes).",
+        "Refused. In Spark's Kafka source it counts records; Gazette offsets are bytes, and a record "
+        "count cannot be known before reading, so the option is an error naming `maxBytesPerTrigger`, "
+        "the byte limit to use instead.",
         scopes=frozenset({STREAM}),
     ),
     Option(
@@ -388,10 +391,20 @@ def _parse_int(key: str, text: str) -> int:
         raise OptionError(key, f"expected an integer, got {text!r}") from None
 
 
+#: Milliseconds since the epoch below this (1973-03-03) are almost surely seconds.
+_PLAUSIBLE_MS = 100_000_000_000
+
+
 def _parse_timestamp(key: str, text: str) -> int:
     value = _parse_int(key, text)
     if value < 0:
         raise OptionError(key, f"expected milliseconds since the epoch, got {text!r}")
+    if 0 < value < _PLAUSIBLE_MS:
+        raise OptionError(
+            key,
+            f"{value} looks like seconds since the epoch (as milliseconds it is before 1973); "
+            f"give milliseconds, e.g. {value * 1000}",
+        )
     return value
 
 
@@ -425,6 +438,37 @@ def parse_offsets(key: str, text: str) -> str | dict[str, int]:
             raise OptionError(key, f"offset of journal {journal!r} must be an integer >= -2, got {offset!r}")
         out[str(journal)] = offset
     return out
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate most like ``name`` (case and dots ignored), if any is close enough."""
+    import difflib
+
+    norm = {c.lower().replace(".", ""): c for c in candidates}
+    key = name.lower().replace(".", "")
+    if key in norm:
+        return norm[key]
+    match = difflib.get_close_matches(key, list(norm), n=1, cutoff=0.75)
+    return norm[match[0]] if match else None
+
+
+def check_offsets_name_read_journals(
+    starting: str | dict[str, int] | None, ending: str | dict[str, int] | None, read: Iterable[str]
+) -> None:
+    """``startingOffsets`` / ``endingOffsets`` JSON may only name journals being read (as Spark's
+    Kafka source requires): an offset for another journal is a mistake that would read the wrong data."""
+    names = set(read)
+    for key, value in (("startingOffsets", starting), ("endingOffsets", ending)):
+        if not isinstance(value, dict):
+            continue
+        for journal in value:
+            if journal not in names:
+                close = closest(journal, names)
+                hint = f" (did you mean {close!r}?)" if close else ""
+                shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+                raise OptionError(
+                    key, f"names journal {journal!r}, which is not being read{hint}; the read covers: {shown or 'none'}"
+                )
 
 
 _PARSERS = {
@@ -473,11 +517,18 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
             continue
         opt = _BY_KEY.get(key)
         if opt is None:
-            close = [o.key for o in OPTIONS if o.key.lower().replace(".", "") == key.replace(".", "")]
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            close = closest(key, [o.key for o in OPTIONS])
+            hint = f" (did you mean {close!r}?)" if close else ""
             raise OptionError(key, f"unknown option{hint}; see the options reference")
         if scope not in opt.scopes:
-            raise OptionError(opt.key, f"does not apply to {scope}s (it applies to: {', '.join(sorted(opt.scopes))})")
+            hint = (
+                "; a stream has no end: use trigger(availableNow=True) to stop at the data present at start"
+                if scope == STREAM and opt.key == "endingOffsets"
+                else ""
+            )
+            raise OptionError(
+                opt.key, f"does not apply to {scope}s (it applies to: {', '.join(sorted(opt.scopes))}){hint}"
+            )
     for opt in OPTIONS:
         if scope not in opt.scopes:
             continue
@@ -624,6 +675,11 @@ class ReadOptions:
     read_committed_lookback: int = 64 << 20
     uuid_field: int = 0
 
+    @property
+    def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
+        """(``startingOffsets``, ``endingOffsets``) as given, for checks against the journals read."""
+        return self.starting_offsets, self.ending_offsets
+
     @classmethod
     def parse(
         cls, options: Mapping[str, str], *, streaming: bool = False, env: Mapping[str, str] | None = None
@@ -650,10 +706,12 @@ class ReadOptions:
         if not 0 <= v["uuidField"] <= 536_870_911:
             raise OptionError("uuidField", f"a protobuf field number is 1 to 536870911 (0: none), got {v['uuidField']}")
         max_bytes = v.get("maxBytesPerTrigger")
-        if v.get("maxOffsetsPerTrigger"):
-            if max_bytes and max_bytes != v["maxOffsetsPerTrigger"]:
-                raise OptionError("maxOffsetsPerTrigger", "conflicts with maxBytesPerTrigger; give one of them")
-            max_bytes = v["maxOffsetsPerTrigger"]
+        if v.get("maxOffsetsPerTrigger") is not None:
+            raise OptionError(
+                "maxOffsetsPerTrigger",
+                "is not supported: in Kafka it counts records, but Gazette offsets are bytes; "
+                "limit micro-batches by bytes with maxBytesPerTrigger (e.g. 64m) instead",
+            )
         start_ts, end_ts = v.get("startingTimestamp"), v.get("endingTimestamp")
         if start_ts is not None and end_ts is not None and end_ts < start_ts:
             raise OptionError("endingTimestamp", f"{end_ts} is before startingTimestamp {start_ts}")
@@ -676,6 +734,7 @@ class ReadOptions:
             bad = [j for j in journals if not re.fullmatch(r"[A-Za-z0-9\-_+/.=%]{4,512}", _base_journal(j))]
             if bad:
                 raise OptionError("journals", f"invalid journal name(s): {', '.join(map(repr, bad))}")
+            check_offsets_name_read_journals(starting, ending, {*journals, *map(_base_journal, journals)})
         return cls(
             connection=_connection(v),
             journals=journals,

@@ -176,28 +176,66 @@ def _get(progress: Any, name: str) -> Any:
 
 
 @contextmanager
-def job_progress(spark: SparkSession, what: str, say: Callable[[str], None], every: float = 2.0) -> Iterator[None]:
-    """Print the running stages' task counts every ``every`` seconds while the block runs."""
-    tracker = spark.sparkContext.statusTracker()
+def job_progress(
+    spark: SparkSession,
+    what: str,
+    say: Callable[[str], None],
+    every: float = 2.0,
+    terminal: bool | None = None,
+    out: Any = None,
+) -> Iterator[None]:
+    """Task progress of the Spark jobs the block runs (a job group of their own). On a terminal
+    one line is updated in place every ``every`` seconds; elsewhere (a log, a pipe) only the
+    final count is printed, once the block succeeded."""
+    import sys
+    import uuid
+
+    out = sys.stdout if out is None else out
+    terminal = out.isatty() if terminal is None else terminal
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    group = f"pyspark-gazette-quickstart-{uuid.uuid4().hex[:8]}"
+
+    def line() -> str:
+        finished = total = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            if job is None:
+                continue
+            for stage_id in job.stageIds:
+                stage = tracker.getStageInfo(stage_id)
+                if stage is None or (job.status == "SUCCEEDED" and not stage.numCompletedTasks):
+                    continue  # a finished job's skipped stages ran no task
+                finished, total = finished + stage.numCompletedTasks, total + stage.numTasks
+        return f"      {what}: {finished}/{total} tasks" if total else ""
+
     done = threading.Event()
 
     def poll() -> None:
-        last = ""
+        shown = ""
         while not done.wait(every):
-            stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-            parts = [f"{s.numCompletedTasks}/{s.numTasks} tasks" for s in stages if s is not None]
-            line = f"      {what}: " + ", ".join(parts)
-            if parts and line != last:
-                say(line)
-                last = line
+            current = line()
+            if current and current != shown:
+                shown = current
+                out.write("\r" + shown)
+                out.flush()
 
+    sc.setJobGroup(group, what)
     thread = threading.Thread(target=poll, name="quickstart-progress", daemon=True)
-    thread.start()
+    if terminal:
+        thread.start()
     try:
         yield
     finally:
         done.set()
-        thread.join()
+        if terminal:
+            thread.join()
+            out.write("\r")
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+    final = line()
+    if final:
+        say(final)
 
 
 @dataclasses.dataclass

@@ -9,15 +9,20 @@ define ``DefaultSource``), or registered by class with
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import Any
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    InputPartition,
 )
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
+from pyspark_gazette.errors import GazetteError
 from pyspark_gazette.spark.options import OPTIONS, STREAM, ReadOptions
 
 #: Metadata columns of untyped reads with includeMetadata (typed reads prefix them with "_").
@@ -81,7 +86,12 @@ class GazetteDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pyspark_gazette.spark.stream import GazetteStreamReader
 
-        return GazetteStreamReader(self._read_options(streaming=True), schema)
+        try:
+            return GazetteStreamReader(self._read_options(streaming=True), schema)
+        except GazetteError as e:
+            # Spark's stream runner cannot report an error raised here (it then fails on its own
+            # clean-up with an UnboundLocalError that hides ours): report it from the first call.
+            return _FailedStreamReader(e)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_gazette.spark.options import WriteOptions
@@ -93,3 +103,32 @@ class GazetteDataSource(DataSource):
         from pyspark_gazette.spark.stream_writer import GazetteStreamWriter, stream_write_options
 
         return GazetteStreamWriter(stream_write_options(self.options), schema, overwrite)
+
+
+class _FailedStreamReader(DataSourceStreamReader):
+    """A stream reader whose construction failed: every call raises that error (with its own
+    message first, no chained context)."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def _fail(self) -> Any:
+        raise self.error.with_traceback(None) from None
+
+    def initialOffset(self) -> dict:  # noqa: N802
+        return self._fail()
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802
+        return self._fail()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self._fail()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return self._fail()
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass

@@ -161,11 +161,15 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- DataSourceStreamReader ---------------------------------------------------------------
 
     def initialOffset(self) -> dict:
+        from pyspark_gazette.spark.options import check_offsets_name_read_journals
         from pyspark_gazette.spark.plan import start_offset, take_snapshot
 
         out: dict[str, int] = {}
         client = self._client()
-        for info in self._journals(client):
+        infos = self._journals(client)
+        # Only where a query starts: later, the selector's journals may come and go.
+        check_offsets_name_read_journals(self.opts.starting_offsets, None, [i.name for i in infos])
+        for info in infos:
             if self.opts.starting_timestamp is None and not isinstance(self.opts.starting_offsets, dict):
                 if (self.opts.starting_offsets or "latest") == "latest":
                     out[info.name] = self._write_head(client, info.name)

@@ -1,0 +1,84 @@
+"""Mistakes that would read the wrong data become errors (or a warning) that lead with our
+message, as a user sees them through Spark (issue 15)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+
+from pyspark_gazette.errors import OptionError
+from pyspark_gazette.spark.journals import resolve_journals
+
+SPARK_ERRORS = (PySparkException, Py4JJavaError)
+
+
+@pytest.fixture
+def clicks(create_journal, client):
+    create_journal("errors/clicks")
+    create_journal("errors/views")
+    client.append("errors/clicks", b'{"n": 1}\n')
+    return "errors/clicks"
+
+
+def test_ending_offsets_on_a_stream_is_our_error_not_sparks_unbound_local(spark, broker, clicks, tmp_path):
+    query = (
+        spark.readStream.format("gazette")
+        .option("broker.address", broker.address)
+        .option("endingOffsets", '{"errors/clicks": 5}')
+        .load(clicks)
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .start()
+    )
+    try:
+        with pytest.raises(SPARK_ERRORS) as ei:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    text = str(ei.value)
+    assert "option 'endingOffsets': does not apply to streams" in text and "availableNow" in text
+    assert "UnboundLocalError" not in text and "During handling" not in text
+
+
+def test_an_unknown_journal_suggests_the_closest(spark, broker, clicks):
+    with pytest.raises(SPARK_ERRORS) as ei:
+        spark.read.format("gazette").option("broker.address", broker.address).load("errors/click").collect()
+    assert "journal(s) not found: 'errors/click' (did you mean 'errors/clicks'?)" in str(ei.value)
+
+
+def test_starting_offsets_for_a_journal_the_selector_does_not_read(spark, broker, clicks):
+    with pytest.raises(SPARK_ERRORS) as ei:
+        (
+            spark.read.format("gazette")
+            .option("broker.address", broker.address)
+            .option("selector", "name=errors/clicks")
+            .option("startingOffsets", '{"errors/views": 0}')
+            .schema("n long")
+            .load()
+            .collect()
+        )
+    text = str(ei.value)
+    assert "option 'startingOffsets': names journal 'errors/views', which is not being read" in text
+
+
+def test_a_selector_that_matches_nothing_warns(client, clicks, caplog):
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.journals"):
+        assert resolve_journals(client, (), "name:prefix=nothing/") == []
+    assert any("matches no journal" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.journals"):
+        assert [i.name for i in resolve_journals(client, (), "name:prefix=errors/")] == [
+            "errors/clicks",
+            "errors/views",
+        ]
+    assert not caplog.records
+
+
+def test_offsets_checked_against_the_selectors_journals(client, clicks):
+    with pytest.raises(OptionError) as ei:
+        resolve_journals(client, (), "name=errors/clicks", offsets=({"errors/clickz": 0}, "latest"))
+    assert "did you mean 'errors/clicks'" in str(ei.value)
+    assert resolve_journals(client, (), "name=errors/clicks", offsets=({"errors/clicks": 0}, "latest"))

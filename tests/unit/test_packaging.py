@@ -1,0 +1,35 @@
+"""What the package ships and claims: package data equal to the samples in conf/, and the oldest
+PySpark CI tests (``make test-oldest-pyspark``) equal to the lower bound pyproject.toml declares."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+from pyspark_gazette.quickstart import packaged_specs, resource
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_the_packaged_quickstart_files_equal_the_samples_in_conf():
+    assert packaged_specs() == (ROOT / "conf" / "journals" / "quickstart.yaml").read_text(encoding="utf-8")
+    assert resource("log4j2.properties").read_text(encoding="utf-8") == (ROOT / "conf" / "log4j2.properties").read_text(
+        encoding="utf-8"
+    )
+
+
+def test_the_package_data_globs_cover_the_resources():
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    for name in ("quickstart.yaml", "log4j2.properties"):
+        suffix = name.rsplit(".", 1)[1]
+        assert f'"resources/*.{suffix}"' in text, f"{name} is not package data"
+
+
+def test_the_oldest_pyspark_tested_is_the_declared_lower_bound():
+    declared = re.search(r'"pyspark>=([0-9.]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    tested = re.search(r"^OLDEST_PYSPARK := ([0-9.]+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
+    assert declared and tested
+    lower = [int(x) for x in declared.group(1).split(".")]
+    oldest = [int(x) for x in tested.group(1).split(".")]
+    assert oldest == lower + [0] * (3 - len(lower)), (declared.group(1), tested.group(1))
+    assert "make test-oldest-pyspark" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
