@@ -26,6 +26,7 @@ _TIER_BY_DIR = {
     "notebooks": "spark",
     "fuzz": "unit",
     "gazette": "integration",
+    "oracle": "spark",
 }
 
 

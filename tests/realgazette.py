@@ -338,9 +338,14 @@ class GazetteCluster:
     # -------------------------------------------------------------------- clients
 
     def client(self, **kwargs):
+        """Our client on a live broker; with ``auth_keys``, authorized by a token of every capability."""
         from pyspark_gazette.client import ClientConfig, JournalClient
 
         kwargs.setdefault("file_root", self.file_root)
+        if self.auth_keys and "auth_token" not in kwargs:
+            from pyspark_gazette.broker.auth import ALL, mint_token
+
+            kwargs["auth_token"] = mint_token(self.auth_keys, ALL, ttl=3600)
         return JournalClient(ClientConfig(self.address, **kwargs))
 
     def gazctl(

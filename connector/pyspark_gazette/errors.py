@@ -193,6 +193,16 @@ class TransportError(GazetteError):
         return self.code in self.RETRIABLE_CODES
 
 
+class BrokerTimeoutError(TransportError):
+    """No broker answered a read or an append for longer than its ``broker.timeout`` budget:
+    retries since the last progress gave up (the cluster is down, or no broker serves the
+    journal). Not retried."""
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return False
+
+
 class CancelledError(TransportError):
     """The call was cancelled or ran past its deadline (never retried)."""
 

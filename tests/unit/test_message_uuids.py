@@ -204,3 +204,34 @@ def test_extract_uuid_json_absent_and_malformed():
     with pytest.raises(UUIDError, match="not a UUID"):
         extract_uuid_json(b'{"_meta": {"uuid": "zzz"}}')
     assert extract_uuid_json(b'{"uuid": "%s"}' % str(U).encode(), "/uuid") == U
+
+
+def test_extract_uuid_proto_reads_bytes_and_string_fields():
+    from pyspark_gazette.message import extract_uuid_proto
+
+    u = uuid.UUID("83fc2f95-cc5f-11e9-82aa-010203040506")
+    # field 2 varint 300, field 3 fixed64, field 4 fixed32, field 1 bytes(16), field 5 string.
+    msg = b"\x10\xac\x02" + b"\x19" + bytes(8) + b"\x25" + bytes(4) + b"\x0a\x10" + u.bytes + b"\x2a\x02hi"
+    assert extract_uuid_proto(msg, 1) == u
+    assert extract_uuid_proto(msg, 7) is None
+    text = str(u).encode()
+    assert extract_uuid_proto(b"\x3a" + bytes([len(text)]) + text, 7) == u
+    # The last occurrence of a field wins, as in protobuf.
+    other = uuid.UUID(int=1 << 76 | 0x8000 << 48)
+    assert extract_uuid_proto(b"\x0a\x10" + u.bytes + b"\x0a\x10" + other.bytes, 1) == other
+
+
+@pytest.mark.parametrize(
+    "raw, why",
+    [
+        (b"\x0a\x10" + bytes(5), "truncated"),
+        (b"\x0a\x03abc", "not a UUID"),
+        (b"\x0b", "wire type 3"),
+        (b"\x10\xff", "bad varint"),
+    ],
+)
+def test_extract_uuid_proto_refuses_malformed_messages(raw, why):
+    from pyspark_gazette.message import extract_uuid_proto
+
+    with pytest.raises(UUIDError, match=why):
+        extract_uuid_proto(raw, 1)

@@ -61,6 +61,8 @@ def test_every_typed_option_rejects_a_bad_value_naming_itself(opt):
         ({**BASE_READ, "startingOffsets": '{"a/b/c": -3}'}, "startingOffsets"),
         ({**BASE_READ, "startingTimestamp": "1767225600000", "endingTimestamp": "1767225500000"}, "endingTimestamp"),
         ({**BASE_READ, "uuidPointer": "_meta/uuid"}, "uuidPointer"),
+        ({**BASE_READ, "uuidField": "-1"}, "uuidField"),
+        ({**BASE_READ, "uuidField": "536870912"}, "uuidField"),
         ({**BASE_READ, "maxPartitionBytes": "0"}, "maxPartitionBytes"),
         ({**BASE_READ, "store.s3.accessKeyId": "AKIA"}, "store.s3.accessKeyId"),
         ({**BASE_READ, "maxBytesPerTrigger": "1m"}, "maxBytesPerTrigger"),  # stream-only option in a batch read

@@ -19,7 +19,9 @@ WRONG_APPEND_OFFSET (and protocol violations), and auth refusals (UNAUTHENTICATE
 PERMISSION_DENIED) are **terminal**: the link fails, and so does
 every later append to that journal for the life of the service. Every other error (gRPC
 transport errors, routing statuses) is retried with :func:`~pyspark_gazette.client.conn.backoff`
-forever by default, or ``max_attempts`` times. Deviation from Go: Gazette retries terminal
+forever by default, or ``max_attempts`` times, or until the retries of one append have gone on
+for the client's ``broker_timeout`` (then :class:`~pyspark_gazette.errors.BrokerTimeoutError`,
+terminal like the others). Deviation from Go: Gazette retries terminal
 errors forever when ``check_registers`` is set (a hack for Flow recovery logs); this service
 surfaces them, because a Spark task must fail rather than hang. A failed dependency fails the
 append that depends on it.
@@ -39,6 +41,7 @@ from pyspark_gazette.client.appender import Appender, _params
 from pyspark_gazette.client.conn import APPEND_CHUNK_BYTES, Connections, backoff
 from pyspark_gazette.errors import (
     AuthRefusedError,
+    BrokerTimeoutError,
     CancelledError,
     FragmentStoreUnhealthyError,
     GazetteError,
@@ -306,6 +309,7 @@ class AppendService:
             aa._finish(commit=None)
             return
         attempt = 0
+        failing_since: float | None = None  # monotonic time of the first failed attempt
         while True:
             app = Appender(self._conns, journal)
             app.request = aa.request
@@ -330,6 +334,20 @@ class AppendService:
                 app.abort()
                 if (self._max_attempts is not None and attempt + 1 >= self._max_attempts) or self._closing:
                     aa._finish(error=e)
+                    return
+                now, budget = time.monotonic(), self._conns.config.broker_timeout
+                failing_since = now if failing_since is None else failing_since
+                if budget and now - failing_since > budget:
+                    timeout = BrokerTimeoutError(
+                        f"append of {size} bytes to {journal!r}",
+                        "UNAVAILABLE",
+                        f"no broker took it for {now - failing_since:.0f}s, more than broker.timeout "
+                        f"({budget:g}s); last error: {e}",
+                    )
+                    timeout.__cause__ = e
+                    with chain.cond:
+                        chain.error = timeout
+                    aa._finish(error=timeout)
                     return
                 self._conns.forget_route(journal)
                 log.warning("append of %d bytes to %s failed (attempt %d), retrying: %s", size, journal, attempt, e)

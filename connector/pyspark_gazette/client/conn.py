@@ -50,6 +50,10 @@ class ClientConfig:
     ``direct_reads``: read persisted fragments straight from their store (signed URL) rather
     than through the broker.
     ``zone``: prefer route members of this zone for reads.
+    ``broker_timeout``: seconds a :class:`~pyspark_gazette.client.reader.RetryReader` or an
+    append of the :class:`~pyspark_gazette.client.append_service.AppendService` keeps retrying
+    without progress before it fails with :class:`~pyspark_gazette.errors.BrokerTimeoutError`
+    (``None``: forever; the Spark option ``broker.timeout`` defaults to 5 minutes).
     """
 
     address: str
@@ -58,6 +62,7 @@ class ClientConfig:
     direct_reads: bool = True
     zone: str = ""
     timeout: float | None = None
+    broker_timeout: float | None = None
 
     def __post_init__(self) -> None:
         parse_address(self.address)  # validate early

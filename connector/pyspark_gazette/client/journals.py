@@ -229,8 +229,20 @@ def iter_fragments(
     if signature_ttl:
         request.signatureTTL.seconds = int(signature_ttl)
         request.signatureTTL.nanos = int(round((signature_ttl - int(signature_ttl)) * 1e9))
+
+    def once() -> pb.FragmentsResponse:
+        endpoint = conns.read_endpoint(journal)
+        try:
+            return conns.stub(endpoint).ListFragments(request, **conns.call_kwargs())
+        except grpc.RpcError:
+            # A route member that stopped answering (a killed broker): ask the configured
+            # address next, which knows Gazette's current route.
+            if endpoint != conns.config.address:
+                conns.forget_route(journal)
+            raise
+
     while True:
-        resp = conns.unary("ListFragments", conns.stub(conns.read_endpoint(journal)).ListFragments, request)
+        resp = conns.retry_unavailable("ListFragments", once)
         conns.update_route(journal, resp.header if resp.HasField("header") else None)
         if resp.status != pb.OK:
             raise error_for_status(resp.status, "ListFragments failed", journal=journal, response=resp)

@@ -23,6 +23,7 @@ import grpc
 
 from pyspark_gazette.client.conn import Connections, backoff, translate_rpc_error
 from pyspark_gazette.errors import (
+    BrokerTimeoutError,
     CancelledError,
     GazetteError,
     InsufficientJournalBrokersError,
@@ -270,7 +271,9 @@ class RetryReader:
     Surfaced to the caller: end of content (``b""`` with :attr:`eof` once ``end_offset`` is
     reached), :class:`OffsetJumpError` (the reader stays valid), cancellation and deadlines,
     SUSPENDED, OFFSET_NOT_YET_AVAILABLE of a non-blocking read, and JOURNAL_NOT_FOUND after
-    the third attempt. Direct fragment-read errors (missing, corrupt or truncated fragments) and
+    the third attempt. Retries of failures (not of healthy streams the broker closed) stop once
+    they have gone on for the client's ``broker_timeout`` without a byte read:
+    :class:`~pyspark_gazette.errors.BrokerTimeoutError`, naming the journal and offset. Direct fragment-read errors (missing, corrupt or truncated fragments) and
     auth refusals (:class:`~pyspark_gazette.errors.AuthRefusedError`: UNAUTHENTICATED,
     PERMISSION_DENIED) are surfaced too: they do not pass by themselves.
     """
@@ -281,6 +284,7 @@ class RetryReader:
         self.reader = Reader(conns, journal, offset, **kwargs)
         self.attempt = 0
         self.eof = False
+        self._failing_since: float | None = None  # monotonic time of the first failure since progress
 
     @property
     def offset(self) -> int:
@@ -344,6 +348,7 @@ class RetryReader:
                 continue
             if data:
                 self.attempt = 0
+                self._failing_since = None
                 return data
             # The stream ended.
             end = self.reader.request.end_offset
@@ -354,6 +359,8 @@ class RetryReader:
             self._wait_and_restart(log_it=False)
 
     def _wait_and_restart(self, *, log_it: bool, err: Exception | None = None) -> None:
+        if log_it or err is not None:
+            self._check_budget(err)
         delay = backoff(self.attempt)
         if log_it and err is not None:
             log.warning(
@@ -368,6 +375,19 @@ class RetryReader:
             time.sleep(delay)
         self.attempt += 1
         self._restart()
+
+    def _check_budget(self, err: Exception | None) -> None:
+        budget = self._conns.config.broker_timeout
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        elif budget and now - self._failing_since > budget:
+            raise BrokerTimeoutError(
+                f"read of {self.journal!r} at offset {self.offset}",
+                "UNAVAILABLE",
+                f"no broker served it for {now - self._failing_since:.0f}s, more than broker.timeout "
+                f"({budget:g}s); last error: {err or 'journal not found'}",
+            ) from err
 
 
 def _retried_read_error(e: GazetteError) -> bool:

@@ -323,3 +323,53 @@ def extract_uuid_json(raw: bytes, pointer: str = DEFAULT_UUID_POINTER) -> uuid.U
     except ValueError as e:
         raise UUIDError(f"cannot read a UUID from a malformed JSON document: {e}") from e
     return get_uuid_at(doc, pointer)
+
+
+# --------------------------------------------------------------------------------------------
+# UUIDs inside protobuf messages.
+
+
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(raw) or shift > 63:
+            raise UUIDError("cannot read a UUID from a malformed protobuf message: bad varint")
+        b = raw[pos]
+        value |= (b & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if not b & 0x80:
+            return value, pos
+
+
+def extract_uuid_proto(raw: bytes, field: int) -> uuid.UUID | None:
+    """The UUID in top-level field number ``field`` of a serialized protobuf message, or ``None``.
+
+    The field is a ``bytes`` field of the UUID's 16 raw bytes or a ``string`` of its text
+    form; as protobuf does for a repeated singular field, the last occurrence wins. Raises
+    :class:`UUIDError` for a malformed message or a value that is not a UUID.
+    """
+    found: bytes | None = None
+    pos, size = 0, len(raw)
+    while pos < size:
+        key, pos = _varint(raw, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _varint(raw, pos)
+            continue
+        if wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        elif wire == 2:
+            length, pos = _varint(raw, pos)
+            if number == field:
+                found = raw[pos : pos + length]
+            pos += length
+        else:
+            raise UUIDError(f"cannot read a UUID from a protobuf message: unsupported wire type {wire}")
+        if pos > size:
+            raise UUIDError("cannot read a UUID from a truncated protobuf message")
+    if found is None:
+        return None
+    try:
+        return uuid.UUID(bytes=found) if len(found) == 16 else uuid.UUID(found.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        raise UUIDError(f"protobuf field {field} is not a UUID: {found!r}") from None

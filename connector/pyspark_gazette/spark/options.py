@@ -72,6 +72,15 @@ OPTIONS: tuple[Option, ...] = (
         env=("BROKER_AUTH_TOKEN",),
     ),
     Option("broker.zone", "string", "", "Prefer brokers of this zone for reads."),
+    Option(
+        "broker.timeout",
+        "duration",
+        "5m",
+        "How long a task keeps retrying a read or an append while no broker answers for its journal "
+        "(the cluster is down, or Gazette has not reassigned the journal yet); then the task fails "
+        "naming the journal, the offset and this option. `0` retries forever.",
+        example="30s",
+    ),
     # -- journal selection -------------------------------------------------------------------
     Option(
         "journals",
@@ -181,6 +190,16 @@ OPTIONS: tuple[Option, ...] = (
         "JSON pointer of the message UUID in ndjson documents "
         "(Estuary Flow and Gazette consumers use `/_meta/uuid`). For csv the UUID is column 0.",
         example="/_meta/uuid",
+    ),
+    Option(
+        "uuidField",
+        "int",
+        0,
+        "protobuf-fixed: number of the top-level protobuf field holding each message's UUID (a `bytes` "
+        "field of its 16 bytes, or a `string` of its text form), for `readCommitted` and the metadata "
+        "columns. 0: the messages carry no UUID (each counts as committed).",
+        scopes=READS,
+        example="1",
     ),
     Option(
         "readCommitted",
@@ -619,6 +638,7 @@ class Connection:
     zone: str = ""
     file_root: str | None = None
     storage: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
+    broker_timeout: float | None = 300.0
 
     def client_config(self, *, direct_reads: bool = True):
         from pyspark_gazette.client import ClientConfig
@@ -629,6 +649,7 @@ class Connection:
             file_root=self.file_root,
             direct_reads=direct_reads,
             zone=self.zone,
+            broker_timeout=self.broker_timeout,
         )
 
     def storage_options(self) -> dict[str, Any]:
@@ -677,7 +698,16 @@ def _connection(values: dict[str, Any]) -> Connection:
         zone=values.get("broker.zone") or "",
         file_root=values.get("store.fileRoot"),
         storage=tuple(sorted(storage.items())),
+        broker_timeout=_broker_timeout(values),
     )
+
+
+def _broker_timeout(values: dict[str, Any]) -> float | None:
+    """``broker.timeout`` in seconds (its documented default when not given), None for 0 (forever)."""
+    value = values.get("broker.timeout", option("broker.timeout").default)
+    if isinstance(value, str):
+        value = _parse_duration("broker.timeout", value)
+    return float(value) or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -709,6 +739,7 @@ class ReadOptions:
     read_committed_lookback: int = 64 << 20
     open_cost_bytes: int = 4 << 20
     min_partitions: int | None = None
+    uuid_field: int = 0
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -738,6 +769,8 @@ class ReadOptions:
                 raise OptionError("selector", str(e)) from None
         if not v["uuidPointer"].startswith("/"):
             raise OptionError("uuidPointer", f"a JSON pointer starts with '/', got {v['uuidPointer']!r}")
+        if not 0 <= v["uuidField"] <= 536_870_911:
+            raise OptionError("uuidField", f"a protobuf field number is 1 to 536870911 (0: none), got {v['uuidField']}")
         max_bytes = v.get("maxBytesPerTrigger")
         if v.get("maxOffsetsPerTrigger") is not None:
             raise OptionError(
@@ -794,6 +827,7 @@ class ReadOptions:
             read_committed_lookback=v.get("readCommittedLookbackBytes") or option("readCommittedLookbackBytes").default,
             open_cost_bytes=v.get("openCostInBytes") or option("openCostInBytes").default,
             min_partitions=_min_partitions(v.get("minPartitions")),
+            uuid_field=v["uuidField"],
         )
 
 

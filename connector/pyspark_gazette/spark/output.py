@@ -76,7 +76,11 @@ class OutputBuilder:
         if n == 0:
             return None
         journal_col = pa.repeat(pa.scalar(journal, pa.string()), n)
-        meta = metadata_columns(msgs, self.metadata, self.framing, self.opts.uuid_pointer) if self.metadata else {}
+        meta = (
+            metadata_columns(msgs, self.metadata, self.framing, self.opts.uuid_pointer, self.opts.uuid_field)
+            if self.metadata
+            else {}
+        )
         if self.typed_decoder is not None:
             meta["journal"] = journal_col
             meta["offset"] = msgs.offsets
@@ -104,9 +108,11 @@ class OutputBuilder:
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
 
-def uuid_parts(values: pa.Array, framing: str, pointer: str) -> list[tuple[bytes, int, int] | None]:
+def uuid_parts(
+    values: pa.Array, framing: str, pointer: str, uuid_field: int = 0
+) -> list[tuple[bytes, int, int] | None]:
     """(producer, clock, flags) of each message's Gazette UUID, or None where it has none."""
-    from pyspark_gazette.message import extract_uuid_json, parse_uuid
+    from pyspark_gazette.message import extract_uuid_json, extract_uuid_proto, parse_uuid
 
     out: list[tuple[bytes, int, int] | None] = []
     for raw in values.to_pylist():
@@ -117,19 +123,23 @@ def uuid_parts(values: pa.Array, framing: str, pointer: str) -> list[tuple[bytes
             elif framing == "csv":
                 row = next(csv.reader(io.StringIO(raw.decode("utf-8", "replace"))), [])
                 u = row[0] if row else None
+            elif framing == "protobuf-fixed" and uuid_field:
+                u = extract_uuid_proto(raw, uuid_field)
             out.append(parse_uuid(u) if u else None)
         except (UUIDError, ValueError):
             out.append(None)
     return out
 
 
-def metadata_columns(msgs: Messages, names: list[str], framing: str, pointer: str) -> dict[str, pa.Array]:
+def metadata_columns(
+    msgs: Messages, names: list[str], framing: str, pointer: str, uuid_field: int = 0
+) -> dict[str, pa.Array]:
     out: dict[str, pa.Array] = {}
     n = len(msgs.offsets)
     if any(k in names for k in ("uuid", "producer", "clock", "flags")):
         from pyspark_gazette.message import build_uuid
 
-        parts = uuid_parts(msgs.values, framing, pointer)
+        parts = uuid_parts(msgs.values, framing, pointer, uuid_field)
         out["uuid"] = pa.array([str(build_uuid(*p)) if p else None for p in parts], pa.string())
         out["producer"] = pa.array([p[0].hex() if p else None for p in parts], pa.string())
         out["clock"] = pa.array([p[1] if p else None for p in parts], pa.int64())
@@ -153,7 +163,7 @@ class CommittedFilter:
         from pyspark_gazette.message import Envelope
 
         overhead = _OVERHEAD.get(self.framing, 1)
-        parts = uuid_parts(msgs.values, self.framing, self.opts.uuid_pointer)
+        parts = uuid_parts(msgs.values, self.framing, self.opts.uuid_pointer, self.opts.uuid_field)
         out = []
         for offset, raw, p in zip(msgs.offsets.to_pylist(), msgs.values.to_pylist(), parts, strict=True):
             producer, clock, flags = p if p else (b"\0" * 6, 0, 0)
