@@ -86,3 +86,11 @@ def test_bad_documents_name_the_problem(doc, needle):
 def test_durations(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
     assert parse_duration(format_duration(seconds)) == pytest.approx(seconds)
+
+
+def test_a_mapping_template_may_list_labels_in_any_order():
+    """``createJournals`` templates are mappings, not gazctl files: label order is free there."""
+    from pyspark_gazette.client.specs import spec_from_mapping
+
+    spec = spec_from_mapping("t/x", {"labels": [{"name": "z", "value": "1"}, {"name": "a", "value": "2"}]})
+    assert [(lb.name, lb.value) for lb in spec.labels.labels] == [("a", "2"), ("z", "1")]

@@ -143,8 +143,13 @@ def load_specs(text: str) -> list[SpecNode]:
 
 
 def spec_from_mapping(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
-    """The spec of journal ``name`` from a mapping of node fields (no children)."""
+    """The spec of journal ``name`` from a mapping of node fields (no children). Unlike a gazctl
+    spec file, the mapping's labels may come in any order (the spec's are sorted)."""
     out: list[SpecNode] = []
+    fields = dict(fields)
+    labels = fields.get("labels")
+    if isinstance(labels, list) and all(isinstance(lb, dict) and "name" in lb for lb in labels):
+        fields["labels"] = sorted(labels, key=lambda lb: (str(lb["name"]), str(lb.get("value", ""))))
     _walk({**fields, "name": name}, {}, "", out)
     return out[0].spec
 
