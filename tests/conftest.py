@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-_TIER_BY_DIR = {"unit": "unit", "integration": "integration", "spark": "spark", "notebooks": "spark", "fuzz": "unit"}
+_TIER_BY_DIR = {"unit": "unit", "integration": "integration", "spark": "spark", "notebooks": "spark", "fuzz": "unit", "cluster": "cluster"}
 
 
 def pytest_collection_modifyitems(config, items):
