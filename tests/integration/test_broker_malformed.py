@@ -4,10 +4,9 @@ or Status and keeps serving.
 Every case runs against a journal that already holds content. After the bad request, the same
 test appends and reads normally and checks that the journal holds exactly the good content: no
 byte of a rejected append became visible. Gazette's Go broker returns request-validation
-failures as plain errors (gRPC code UNKNOWN with the message); this broker uses
-INVALID_ARGUMENT with the same kind of message, and ABORTED for an append stream that ends
-without its commit message (Go: an unexpected-EOF error). Both differences are documented in
-docs/reliability.md.
+failures as plain errors (gRPC code UNKNOWN with the message), and so does this broker; it uses
+ABORTED for an append stream that ends without its commit message (Go: an unexpected-EOF error),
+a difference documented in docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from google.protobuf import duration_pb2
 from pyspark_gazette.protocol import label_set, pb
 
 BEFORE = b"before\n"
-INVALID = grpc.StatusCode.INVALID_ARGUMENT
+INVALID = grpc.StatusCode.UNKNOWN
 
 
 def bad_labels() -> pb.LabelSet:

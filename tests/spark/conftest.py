@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from journalspecs import make_spec  # noqa: F401  (tests import it from here too)
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
@@ -34,9 +36,21 @@ def spark(tmp_path_factory):
     session.stop()
 
 
+def pytest_generate_tests(metafunc):
+    """Tests marked ``both_brokers`` run once on the embedded broker and once on a real Gazette
+    v0.103.0 cluster (ids ``[embedded]`` / ``[gazette]``): the same test, not a copy."""
+    if "broker" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_brokers"):
+        metafunc.parametrize("broker", ["embedded", "gazette"], indirect=True)
+
+
 @pytest.fixture
-def broker(tmp_path):
-    """An embedded broker with a file store rooted at ``tmp_path/store``."""
+def broker(request, tmp_path):
+    """An embedded broker with a file store rooted at ``tmp_path/store``; with the
+    ``both_brokers`` marker, also a real Gazette cluster (tests/backends.py ``Backend``, which
+    offers the same ``address``, ``store_root``, ``wait_persisted`` and ``refresh``)."""
+    if getattr(request, "param", "embedded") == "gazette":
+        yield request.getfixturevalue("backend_gazette")
+        return
     from pyspark_gazette.broker import EmbeddedBroker
 
     with EmbeddedBroker(str(tmp_path / "broker"), file_root=str(tmp_path / "store")) as b:
@@ -52,38 +66,19 @@ def client(broker):
         yield c
 
 
-def make_spec(
-    name,
-    *,
-    store="file:///store/",
-    length=1 << 20,
-    codec=None,
-    content_type="application/x-ndjson",
-    labels=None,
-    refresh_seconds=1,
-):
-    from pyspark_gazette.protocol import label_set, pb
-
-    spec = pb.JournalSpec(name=name, replication=1)
-    all_labels = dict(labels or {})
-    if content_type:
-        all_labels["content-type"] = content_type
-    spec.labels.CopyFrom(label_set(all_labels))
-    spec.fragment.length = length
-    spec.fragment.compression_codec = pb.ZSTANDARD if codec is None else codec
-    if store:
-        spec.fragment.stores.append(store)
-    spec.fragment.refresh_interval.seconds = refresh_seconds
-    return spec
-
-
 @pytest.fixture
-def create_journal(client):
+def create_journal(client, broker):
     from pyspark_gazette.client import Change
 
     def create(name, **kwargs):
         spec = make_spec(name, **kwargs)
+        prepare = getattr(broker, "prepare", None)  # real Gazette: store directories must exist
+        if prepare:
+            prepare([spec])
         client.apply([Change(expect_mod_revision=0, upsert=spec)])
+        wait = getattr(broker, "wait_primaries", None)
+        if wait:
+            wait([spec.name])
         return spec
 
     return create

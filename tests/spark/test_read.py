@@ -1,4 +1,5 @@
-"""spark.read.format("gazette") on a local[2] Spark against the embedded broker."""
+"""spark.read.format("gazette") on a local[2] Spark, against the embedded broker and a real Gazette
+cluster (``both_brokers``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 from spark_helpers import events, fill, ndjson, reader
 
 from pyspark_gazette.protocol import pb
+
+pytestmark = pytest.mark.both_brokers
 
 
 def test_short_name_is_found_without_registration(spark, broker, client, create_journal):

@@ -31,6 +31,7 @@ def rows(df, cols):
     return sorted((tuple(r[c] for c in cols) for r in df.collect()), key=lambda t: [(x is None, str(x)) for x in t])
 
 
+@pytest.mark.both_brokers
 def test_permissive_matches_spark_json(spark, broker, mixed):
     ours = reader(spark, broker, journals="typed/a").schema(SCHEMA).load()
     theirs = spark.read.schema(SCHEMA).json(mixed)
@@ -46,6 +47,7 @@ def test_dropmalformed_matches_spark_json(spark, broker, mixed):
     assert rows(ours, ["id", "country"]) == rows(theirs, ["id", "country"]) == [(1, "US"), (2, "DE"), (3, None)]
 
 
+@pytest.mark.both_brokers
 def test_failfast_names_the_journal_and_offset(spark, broker, mixed):
     with pytest.raises((PySparkException, Py4JJavaError)) as ei:
         reader(spark, broker, journals="typed/a", mode="FAILFAST").schema(SCHEMA).load().collect()
@@ -53,6 +55,7 @@ def test_failfast_names_the_journal_and_offset(spark, broker, mixed):
     assert "typed/a" in str(ei.value) and f"message at offset {bad_offset}" in str(ei.value)
 
 
+@pytest.mark.both_brokers
 def test_metadata_columns_in_a_typed_schema(spark, broker, client, create_journal):
     create_journal("typed/b")
     client.append("typed/b", b'{"journal":"in the document","offset":-5}\n')

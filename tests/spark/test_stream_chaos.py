@@ -106,6 +106,7 @@ def run_child(script, broker, checkpoint, env, *, wait_for=None, deadline=120.0)
 
 
 @pytest.mark.slow
+@pytest.mark.both_brokers
 def test_sigkill_anywhere_keeps_the_sink_exactly_once(broker, client, create_journal, tmp_path):
     create_journal("chaos/a", length=1024)
     create_journal("chaos/b")
@@ -123,7 +124,9 @@ def test_sigkill_anywhere_keeps_the_sink_exactly_once(broker, client, create_jou
     base_env.pop(HOLD_ENV, None)
 
     rng = random.Random(SEED)
-    phases = [PHASES[i % len(PHASES)] for i in range(KILLS)]
+    # On the real cluster each phase is killed once (fewer kills, the same phases).
+    n_kills = len(PHASES) if getattr(broker, "is_gazette", False) else KILLS
+    phases = [PHASES[i % len(PHASES)] for i in range(n_kills)]
     rng.shuffle(phases)
     kills: list[tuple[str, int]] = []
     for i, phase in enumerate(phases):
@@ -146,7 +149,7 @@ def test_sigkill_anywhere_keeps_the_sink_exactly_once(broker, client, create_jou
 
         assert run_child(script, broker, checkpoint, env, wait_for=reached), (phase, target, kills)
         kills.append((phase, target))
-    assert {p for p, _ in kills} == set(PHASES) and len(kills) == KILLS
+    assert {p for p, _ in kills} == set(PHASES) and len(kills) == n_kills
 
     assert not run_child(script, broker, checkpoint, base_env)  # to the end, undisturbed
     got = Counter()

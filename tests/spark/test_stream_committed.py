@@ -100,6 +100,7 @@ def uuids(pub: TransactionalPublisher, n: int) -> list[uuid.UUID]:
     return [pub.uncommitted() for _ in range(n)]
 
 
+@pytest.mark.both_brokers
 def test_transactions_across_batch_boundaries_commit_once_at_their_ack(spark, broker, client, create_journal, tmp_path):
     create_journal(J, length=1024)
     a, b, c, d = (TransactionalPublisher() for _ in range(4))
@@ -168,6 +169,7 @@ def test_processing_time_emits_a_transaction_only_after_its_ack(spark, broker, c
     assert q.exception() is None
 
 
+@pytest.mark.both_brokers
 def test_restart_from_the_checkpoint_inside_an_open_transaction(spark, broker, client, create_journal, tmp_path):
     create_journal(J, length=1024)
     a, b = TransactionalPublisher(), TransactionalPublisher()

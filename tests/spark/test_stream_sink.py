@@ -68,6 +68,7 @@ def registers(client, journal):
     return {(lb.name, lb.value) for lb in app.response.registers.labels}
 
 
+@pytest.mark.both_brokers
 def test_processing_time_then_available_now(spark, broker, client, create_journal, tmp_path):
     create_journal("test/sink")
     folder, checkpoint = tmp_path / "in", tmp_path / "ck"
@@ -88,6 +89,7 @@ def test_processing_time_then_available_now(spark, broker, client, create_journa
     assert regs == {(f"gzsink/{q.id}/0", "4")}
 
 
+@pytest.mark.both_brokers
 def test_rerun_of_the_last_batch_does_not_duplicate(spark, broker, client, create_journal, tmp_path):
     create_journal("test/rerun")
     folder, checkpoint = tmp_path / "in", tmp_path / "ck"
@@ -107,6 +109,7 @@ def test_rerun_of_the_last_batch_does_not_duplicate(spark, broker, client, creat
     assert multiset(journal_rows(client, "test/rerun")) == multiset(expected)
 
 
+@pytest.mark.both_brokers
 def test_journal_column_routes_rows_with_a_register_per_journal(spark, broker, client, create_journal, tmp_path):
     create_journal("test/even")
     create_journal("test/odd")

@@ -34,6 +34,7 @@ def run_available_now(df, tmp_path, name=None):
     return name, q
 
 
+@pytest.mark.both_brokers
 def test_available_now_reads_the_backlog_through_a_transformation(spark, broker, client, create_journal, tmp_path):
     create_journal("st/a", length=1024)
     expected = fill(client, broker, "st/a", batches=5, per_batch=40)
@@ -70,6 +71,7 @@ def test_latest_is_the_default_and_processing_time_picks_up_new_appends(
     assert ids == list(range(100, 107)) + list(range(200, 203))
 
 
+@pytest.mark.both_brokers
 def test_max_bytes_per_trigger_limits_each_batch(spark, broker, client, create_journal, tmp_path):
     create_journal("st/c", length=1024)
     create_journal("st/small", length=1024)
@@ -94,6 +96,7 @@ def test_max_bytes_per_trigger_limits_each_batch(spark, broker, client, create_j
     assert first_end["st/small"] == small[-1][0] + len(small[-1][1]) + 1
 
 
+@pytest.mark.both_brokers
 def test_new_journals_matching_the_selector_are_read_from_their_start(spark, broker, client, create_journal, tmp_path):
     create_journal("new/a")
     client.append("new/a", ndjson(events(2)))

@@ -67,6 +67,7 @@ def test_value_column_round_trips_in_every_framing(spark, broker, client, create
         assert len(got) == 100
 
 
+@pytest.mark.both_brokers
 @pytest.mark.parametrize("codec", list(CODECS))
 def test_columns_become_json_documents(spark, broker, client, create_journal, codec):
     create_journal("test/docs", codec=CODECS[codec], length=1024)
@@ -77,6 +78,7 @@ def test_columns_become_json_documents(spark, broker, client, create_journal, co
     assert got == [{"id": i, "user": f"user-{i % 7}", "amount": i * 0.25, "ok": i % 2 == 0} for i in range(500)]
 
 
+@pytest.mark.both_brokers
 def test_every_append_holds_whole_messages(spark, broker, client, create_journal):
     create_journal("test/whole", length=1024)
     df = spark.range(2000).selectExpr("id", "repeat('x', cast(id % 50 as int)) as pad")
@@ -90,6 +92,7 @@ def test_every_append_holds_whole_messages(spark, broker, client, create_journal
     assert sorted(d["id"] for d in docs(client, "test/whole")) == list(range(2000))
 
 
+@pytest.mark.both_brokers
 def test_column_routes_rows_and_option_fills_nulls(spark, broker, client, create_journal):
     for name in ("test/a", "test/b", "test/default"):
         create_journal(name)
@@ -216,6 +219,7 @@ def committed(client, journal, pointer="/_meta/uuid"):
     return [e.message for e in seq.sequence(envs, include_acks=False)], [e.message for e in envs]
 
 
+@pytest.mark.both_brokers
 def test_transactional_rows_are_committed_by_the_driver(spark, broker, client, create_journal):
     create_journal("test/txn")
     df = spark.range(200).selectExpr("id", "cast(id as string) as s").repartition(2)

@@ -10,8 +10,8 @@ TREE = """
 name: examples/
 replication: 1
 labels:
-  - {name: content-type, value: application/x-ndjson}
   - {name: app.gazette.dev/tag, value: demo}
+  - {name: content-type, value: application/x-ndjson}
 fragment:
   length: 1048576
   compression_codec: ZSTANDARD
@@ -67,7 +67,12 @@ def test_dump_and_load_round_trip():
         ("name: a/b\nfragment: {lenght: 5}", "lenght"),
         ("name: a/b\nfragment: {compression_codec: LZ4}", "LZ4"),
         ("name: a/b\nfragment: {refresh_interval: soon}", "refresh_interval"),
-        ("name: a/\nchildren: [{name: a/x}, {name: a/x}]", "twice"),
+        ("name: a/x\n---\nname: a/x", "twice"),
+        # gazctl's own rules: children in increasing name order, a node's labels sorted and unique.
+        ("name: a/\nchildren: [{name: a/x}, {name: a/x}]", "ordered by name"),
+        ("name: a/\nchildren: [{name: a/y}, {name: a/x}]", "'a/x' comes after 'a/y'"),
+        ("name: a/b\nlabels: [{name: z, value: '1'}, {name: a, value: '1'}]", "labels must be sorted"),
+        ("name: a/b\nlabels: [{name: a, value: '2'}, {name: a, value: '1'}]", "a='1' comes after a='2'"),
         ("[1, 2", "does not parse"),
     ],
 )

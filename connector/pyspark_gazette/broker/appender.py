@@ -3,7 +3,7 @@
 Stream shape (facts sheet 3.2): a first message with the parameters and no content, then
 content-only chunks, then one empty message (commit), then the client half-closes. Content on
 the first message, other fields on a chunk, or any message after the commit is a gRPC error
-(INVALID_ARGUMENT); EOF before the commit rolls the append back and is a gRPC error (ABORTED).
+(UNKNOWN, as Gazette's plain validation errors reach clients); EOF before the commit rolls the append back and is a gRPC error (ABORTED).
 Either way nothing of the append becomes visible.
 
 Flow control: once the append holds the journal, the client must keep sending at least
@@ -155,16 +155,16 @@ def _serve(
     headers = core.headers
     first = source.get(None)
     if first is _EOF:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a first AppendRequest with the journal")
+        context.abort(grpc.StatusCode.UNKNOWN, "expected a first AppendRequest with the journal")
     if isinstance(first, BaseException):
         context.abort(grpc.StatusCode.CANCELLED, "append stream failed before its first message")
     req: pb.AppendRequest = first
     if req.content:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first AppendRequest must not carry content")
+        context.abort(grpc.StatusCode.UNKNOWN, "the first AppendRequest must not carry content")
     if not req.journal:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first AppendRequest must name the journal")
+        context.abort(grpc.StatusCode.UNKNOWN, "the first AppendRequest must name the journal")
     if req.offset < 0:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid append offset {req.offset}")
+        context.abort(grpc.StatusCode.UNKNOWN, f"invalid append offset {req.offset}")
     check_journal_field(req.journal, context)
     try:
         if req.HasField("check_registers"):
@@ -173,7 +173,7 @@ def _serve(
             if req.HasField(field):
                 validate_label_set(getattr(req, field))
     except ValueError as e:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"registers: {e}")
+        context.abort(grpc.StatusCode.UNKNOWN, f"registers: {e}")
     name = journal_name(req.journal)
     journal = core.journal(name)
     if journal is None or (covers is not None and not covers(journal)):
@@ -230,7 +230,7 @@ def _serve(
                     context.abort(grpc.StatusCode.CANCELLED, "append stream failed (rolled back)")
                 msg, content = msg
                 if not _is_content_only(msg):
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Content chunk")
+                    context.abort(grpc.StatusCode.UNKNOWN, "expected Content chunk")
                 if not content:
                     break  # the commit message
                 if not journal.writable:
@@ -244,9 +244,9 @@ def _serve(
                     core.hold_for_test("append", name)
             msg = source.get(started + received / rate if rate > 0 else None)
             if msg is not _EOF:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected EOF after the commit message")
+                context.abort(grpc.StatusCode.UNKNOWN, "expected EOF after the commit message")
             if received == 0 and (req.HasField("union_registers") or req.HasField("subtract_registers")):
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "register modification requires non-empty Append")
+                context.abort(grpc.StatusCode.UNKNOWN, "register modification requires non-empty Append")
             registers = journal.seq_registers
             if received:
                 registers = apply_registers(registers, req.union_registers, req.subtract_registers)

@@ -1,8 +1,9 @@
 """The ``protocol.Journal`` gRPC servicer: List, Apply, Read, ListFragments, FragmentStoreHealth.
 
 Append lives in :mod:`pyspark_gazette.broker.appender`. Status outcomes (journal not found,
-offset not yet available, ...) are protocol responses; malformed requests are gRPC errors
-(INVALID_ARGUMENT with the reason), as in Gazette. With auth keys, every RPC is first verified
+offset not yet available, ...) are protocol responses; malformed requests are gRPC errors with
+the reason. Gazette returns a request's ``Validate()`` error as a plain Go error, which gRPC
+sends as UNKNOWN; so does this broker (verified against gazette v0.103.0, docs/protocol.md). With auth keys, every RPC is first verified
 by :class:`~pyspark_gazette.broker.authz.Authorizer` (see there for the codes).
 """
 
@@ -27,7 +28,8 @@ from pyspark_gazette.protocol.labels import matches, validate_selector
 
 log = logging.getLogger(__name__)
 
-LIST_PAGE = 25
+#: Journals per List response: Gazette v0.103.0 sends at most 1,000 (maxJournalsPerListResponse).
+LIST_PAGE = 1000
 DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 1000, 10_000
 READ_URL_TTL = 60
 FULL = pb.JournalSpec.Suspend.FULL
@@ -46,7 +48,7 @@ class JournalServicer(pb_grpc.JournalServicer):
         try:
             validate_selector(request.selector)
         except ValueError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"selector: {e}")
+            context.abort(grpc.StatusCode.UNKNOWN, f"selector: {e}")
         if not request.watch:
             yield from self._snapshot(request.selector, claims)
             return
@@ -102,13 +104,13 @@ class JournalServicer(pb_grpc.JournalServicer):
         try:
             validate_apply(request)
         except SpecError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            context.abort(grpc.StatusCode.UNKNOWN, str(e))
         for change in request.changes:
             for url in change.upsert.fragment.stores if change.HasField("upsert") else ():
                 try:
                     self.core.stores.get(url)  # a file:// store must lie under the file root
                 except StoreURLError as e:
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"journal {change.upsert.name!r}: {e}")
+                    context.abort(grpc.StatusCode.UNKNOWN, f"journal {change.upsert.name!r}: {e}")
         if claims is not None:
             for change in request.changes:
                 if change.HasField("upsert"):
@@ -149,12 +151,12 @@ class JournalServicer(pb_grpc.JournalServicer):
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[pb.ReadResponse]:
         claims = self.auth.verify(context, READ, "Read")
         if request.offset < -1:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid offset {request.offset} (expected >= -1)")
+            context.abort(grpc.StatusCode.UNKNOWN, f"invalid offset {request.offset} (expected >= -1)")
         if request.end_offset < 0 or (
             request.end_offset and request.offset != -1 and request.end_offset < request.offset
         ):
             context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"invalid end_offset {request.end_offset} (< offset {request.offset})"
+                grpc.StatusCode.UNKNOWN, f"invalid end_offset {request.end_offset} (< offset {request.offset})"
             )
         check_journal_field(request.journal, context)
         journal, status = self._resolve(request.journal, claims)
@@ -274,15 +276,15 @@ class JournalServicer(pb_grpc.JournalServicer):
         limit = request.page_limit or DEFAULT_PAGE_LIMIT
         if not 0 < limit <= MAX_PAGE_LIMIT:
             context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.UNKNOWN,
                 f"invalid page_limit {request.page_limit} (expected 0..{MAX_PAGE_LIMIT})",
             )
         if request.next_page_token < 0:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid next_page_token {request.next_page_token}")
+            context.abort(grpc.StatusCode.UNKNOWN, f"invalid next_page_token {request.next_page_token}")
         if request.end_mod_time and request.end_mod_time < request.begin_mod_time:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid end_mod_time (< begin_mod_time)")
+            context.abort(grpc.StatusCode.UNKNOWN, "invalid end_mod_time (< begin_mod_time)")
         if request.HasField("signatureTTL") and (request.signatureTTL.seconds, request.signatureTTL.nanos) <= (0, 0):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid signatureTTL (must be > 0s)")
+            context.abort(grpc.StatusCode.UNKNOWN, "invalid signatureTTL (must be > 0s)")
         check_journal_field(request.journal, context)
         journal, status = self._resolve(request.journal, claims)
         if journal is None or status != pb.OK:
@@ -317,7 +319,7 @@ class JournalServicer(pb_grpc.JournalServicer):
         try:
             parse_store_url(request.fragment_store)
         except ValueError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, redact_url(f"fragment_store: {e}"))
+            context.abort(grpc.StatusCode.UNKNOWN, redact_url(f"fragment_store: {e}"))
         error = self.core.stores.health(request.fragment_store)
         status = pb.FRAGMENT_STORE_UNHEALTHY if error else pb.OK
         return pb.FragmentStoreHealthResponse(status=status, header=self.headers.header(), store_health_error=error)

@@ -60,7 +60,7 @@ def journal_name(text: str) -> str:
 
 
 def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
-    """Abort with INVALID_ARGUMENT unless ``name`` (``;meta`` stripped) is a valid journal name.
+    """Abort (gRPC UNKNOWN, as Gazette) unless ``name`` (``;meta`` stripped) is a valid journal name.
 
     Gazette validates the journal of Read, Append and ListFragments requests before resolving
     it (a malformed name is a request error, not JOURNAL_NOT_FOUND).
@@ -68,7 +68,7 @@ def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
     try:
         validate_journal_name(journal_name(name))
     except SpecError as e:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"journal: {e}")
+        context.abort(grpc.StatusCode.UNKNOWN, f"journal: {e}")
 
 
 def _validate_labels(labels: pb.LabelSet) -> None:

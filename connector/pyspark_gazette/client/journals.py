@@ -148,7 +148,7 @@ def apply(conns: Connections, changes: Sequence[Change | pb.ApplyRequest.Change]
 
     ``EtcdTransactionFailedError`` when an ``expect_mod_revision`` does not match; invalid
     specs come back as a :class:`~pyspark_gazette.errors.TransportError` with the broker's text
-    (``code`` ``INVALID_ARGUMENT`` on our broker, the Go broker's gRPC error otherwise).
+    (``code`` ``UNKNOWN``: both brokers send a request's validation error as a plain error).
     """
     request = pb.ApplyRequest(changes=[c.to_proto() if isinstance(c, Change) else c for c in changes])
     resp = conns.unary("Apply", conns.stub().Apply, request)

@@ -28,6 +28,7 @@ Durations use Go's syntax (``1m30s``, ``24h``, ``500ms``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 from typing import Any
@@ -166,6 +167,7 @@ def _walk(node: Any, inherited: dict[str, Any], parent: str, out: list[SpecNode]
     if name.endswith("/"):
         if not isinstance(children, list):
             raise SpecError(f"spec node {name!r}: children must be a list")
+        _check_children_ordered(name, children)
         for child in children:
             _walk(child, merged, name, out)
         return
@@ -178,6 +180,28 @@ def _walk(node: Any, inherited: dict[str, Any], parent: str, out: list[SpecNode]
     out.append(SpecNode(spec=spec, revision=revision, delete=bool(node.get("delete", False))))
 
 
+def _check_children_ordered(name: str, children: list[Any]) -> None:
+    """gazctl refuses a tree whose children are not in strictly increasing name order; so do we,
+    so that a file we accept is one gazctl accepts (docs/protocol.md, journal specs)."""
+    names: list[str] = [c["name"] for c in children if isinstance(c, dict) and isinstance(c.get("name"), str)]
+    for prev, cur in itertools.pairwise(names):
+        if cur <= prev:
+            raise SpecError(
+                f"spec node {name!r}: children must be ordered by name, as gazctl requires ({cur!r} comes after {prev!r})"
+            )
+
+
+def _check_labels_ordered(name: str, items: list[tuple[str, str]]) -> None:
+    """Gazette unions a node's labels with its parent's assuming both are sorted by name, then
+    value, with no repeats; an unsorted node yields a spec the broker refuses."""
+    for prev, cur in itertools.pairwise(items):
+        if cur <= prev:
+            raise SpecError(
+                f"spec node {name!r}: labels must be sorted by name then value without repeats, as gazctl "
+                f"requires ({cur[0]}={cur[1]!r} comes after {prev[0]}={prev[1]!r})"
+            )
+
+
 def _merge(parent: dict[str, Any], node: dict[str, Any], name: str) -> dict[str, Any]:
     merged = dict(parent)
     for key in ("replication", "flags", "max_append_rate", "suspend"):
@@ -186,10 +210,13 @@ def _merge(parent: dict[str, Any], node: dict[str, Any], name: str) -> dict[str,
     if "labels" in node:
         labels = dict(parent.get("labels", {}))
         new: dict[str, list[str]] = {}
+        items: list[tuple[str, str]] = []
         for item in node["labels"] or []:
             if not isinstance(item, dict) or "name" not in item:
                 raise SpecError(f"spec node {name!r}: each label needs a name (and a value)")
-            new.setdefault(str(item["name"]), []).append(str(item.get("value", "")))
+            items.append((str(item["name"]), str(item.get("value", ""))))
+            new.setdefault(items[-1][0], []).append(items[-1][1])
+        _check_labels_ordered(name, items)
         labels.update(new)
         merged["labels"] = labels
     if "fragment" in node:
@@ -289,7 +316,7 @@ def dump_specs(specs: list[tuple[pb.JournalSpec, int]]) -> str:
     names = [s.name for s, _ in specs]
     common = os.path.commonprefix(names)
     root = common[: common.rfind("/") + 1]
-    children = [spec_to_dict(s, rev) for s, rev in specs]
+    children = [spec_to_dict(s, rev) for s, rev in sorted(specs, key=lambda sr: sr[0].name)]
     if not root:
         # A tree needs a directory root; without a shared prefix emit one document per journal.
         return "---\n".join(yaml.safe_dump(c, sort_keys=False) for c in children)
