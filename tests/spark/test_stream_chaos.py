@@ -107,6 +107,7 @@ def run_child(script, broker, checkpoint, env, *, wait_for=None, deadline=120.0)
 
 @pytest.mark.slow
 @pytest.mark.both_brokers
+@pytest.mark.timeout(1200)  # each killed run starts a Spark JVM: minutes on a loaded 2-core machine
 def test_sigkill_anywhere_keeps_the_sink_exactly_once(broker, client, create_journal, tmp_path):
     create_journal("chaos/a", length=1024)
     create_journal("chaos/b")
