@@ -1,7 +1,8 @@
 """Fixtures shared by every test tier.
 
 Markers follow the directory: tests/unit -> unit, tests/integration -> integration,
-tests/spark -> spark (declared in pyproject.toml, run with --strict-markers).
+tests/spark -> spark, tests/cluster -> cluster (declared in pyproject.toml, run with
+--strict-markers).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _TIER_BY_DIR = {
     "fuzz": "unit",
     "gazette": "integration",
     "oracle": "spark",
+    "cluster": "cluster",
 }
 
 
@@ -83,7 +85,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.skipped and os.environ.get("GAZETTE_REQUIRE_TOOLS") == "1":
         reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if "is not installed" in reason:
+        if "is not installed" in reason or "cannot be created" in reason:  # tools, network namespaces
             report.outcome = "failed"
             report.longrepr = f"required tool missing in CI: {reason}"
 

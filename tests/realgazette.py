@@ -342,10 +342,12 @@ class GazetteCluster:
         from pyspark_gazette.client import ClientConfig, JournalClient
 
         kwargs.setdefault("file_root", self.file_root)
-        if self.auth_keys and "auth_token" not in kwargs:
-            from pyspark_gazette.broker.auth import ALL, mint_token
+        if self.auth_keys and "auth_token" not in kwargs:  # brokers started with --auth-keys
+            if self._admin_token is None:
+                from pyspark_gazette.broker.auth import ALL, mint_token
 
-            kwargs["auth_token"] = mint_token(self.auth_keys, ALL, ttl=3600)
+                self._admin_token = mint_token(self.auth_keys.split(",")[0].split()[0], ALL, ttl=24 * 3600)
+            kwargs["auth_token"] = self._admin_token
         return JournalClient(ClientConfig(self.address, **kwargs))
 
     def gazctl(

@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import IO
+from typing import IO, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -124,16 +124,29 @@ def register_guard(key: str, batch: int) -> tuple[pb.LabelSelector, pb.LabelSet]
     return check, label_set({key: str(batch)})
 
 
-def testing_hold(phase: str, batch: int) -> None:
-    """The :data:`HOLD_ENV` test hook (a no-op unless the variable names this point)."""
-    spec = os.environ.get(HOLD_ENV)
+def testing_hold(phase: str, batch: int, ctx: Any = None) -> None:
+    """The :data:`HOLD_ENV` test hook (a no-op unless it names this point).
+
+    The point ``phase:batch:folder`` comes from the variable, or in tasks from the Spark local
+    property of the same name (cluster tests set it for one query, as executors outlive it).
+    The first process to reach the point writes its PID to ``folder/phase-batch`` and blocks
+    until the test kills it; later ones (a retry on another executor) go on.
+    """
+    spec = os.environ.get(HOLD_ENV) or (ctx.getLocalProperty(HOLD_ENV) if ctx is not None else None)
     if not spec:
         return
     want_phase, want_batch, folder = spec.split(":", 2)
     if want_phase != phase or int(want_batch) != batch:
         return
-    with open(os.path.join(folder, f"{phase}-{batch}"), "w") as f:
+    marker, draft = os.path.join(folder, f"{phase}-{batch}"), os.path.join(folder, f".{phase}-{batch}.{os.getpid()}")
+    with open(draft, "w") as f:
         f.write(str(os.getpid()))
+    try:
+        os.link(draft, marker)  # appears whole, and only once
+    except FileExistsError:
+        return
+    finally:
+        os.unlink(draft)
     threading.Event().wait()  # until the test kills the process
 
 
@@ -237,11 +250,11 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
             raise GazetteError("a streaming write task needs Spark's sql.streaming.queryId and streaming.sql.batchId")
         partition, attempt, batch = ctx.partitionId(), ctx.attemptNumber(), int(batch_text)
         if partition == 0:
-            testing_hold("task-start", batch)
+            testing_hold("task-start", batch, ctx)
         task = StreamWriteTask(self.plan, partition, attempt, register_key(query, partition), batch)
         spans = task.run_stream(iterator)
         if partition == 0:
-            testing_hold("task-end", batch)
+            testing_hold("task-end", batch, ctx)
         return StreamCommitMessage(partition, attempt, batch, tuple(spans), tuple(task.skipped), task.rows, task.bytes)
 
     # -- driver ----------------------------------------------------------------------------

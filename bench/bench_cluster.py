@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Spark cluster read benchmark: one executor against two, same data, same run.
+
+    sudo .venv/bin/python bench/bench_cluster.py [--mib 128] [--rounds 3] [--fragment-mib 4]
+
+Root is needed: the set-up is the cluster tier's (tests/cluster): a Spark standalone master here
+and two workers, each in its own network namespace ("host") with one core and 1 GiB, executors on
+a virtualenv with the project installed from a wheel (.cluster-python/, built on first use). An
+embedded broker on the test network holds a journal of ndjson click events in ZSTANDARD
+fragments on a file store that every host mounts (the same directory: the shared-storage case,
+``store.fileRoot``), so executors read fragments directly.
+
+The same queries run on an application limited to one core (``spark.cores.max=1``: one executor
+on one worker) and on one with two (an executor on each worker), interleaved, best of
+``--rounds``:
+
+  raw:   ``sum(length(value))`` over every message;
+  typed: the same journal with a schema, ``groupBy(country).agg(sum(amount))``.
+
+Printed: MB/s and the scaling ratio (one-executor time / two-executor time; 2.0 is linear), and
+where the CPU went during the best round: seconds of CPU of each host's executor JVM and Python
+workers (from /proc, process trees of the worker daemons), of the driver JVM, and of this
+process (driver Python and broker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+SCHEMA = "event_id LONG, ts TIMESTAMP, user_id STRING, country STRING, page STRING, device STRING, duration_ms LONG, amount DOUBLE"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / TICK  # utime, stime, cutime, cstime
+
+
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def cpu_snapshot(cluster, driver_jvm: int | None) -> dict[str, float]:
+    """CPU seconds so far: per host, its executor JVM(s) and Python processes; the driver JVM;
+    this process. The worker daemons themselves are left out (they idle)."""
+    from cluster.standalone import process_tree
+
+    out: dict[str, float] = {}
+    for w in cluster.workers:
+        for pid in process_tree(w.pid)[1:]:
+            kind = "python" if comm(pid).startswith("python") else "executor JVM"
+            key = f"{w.host} {kind}"
+            out[key] = out.get(key, 0.0) + cpu_seconds(pid)
+    if driver_jvm:
+        out["driver JVM"] = cpu_seconds(driver_jvm)
+    out["driver Python + broker"] = cpu_seconds(os.getpid())
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mib", type=int, default=128, help="uncompressed MiB of ndjson (default %(default)s)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--fragment-mib", type=int, default=4, help="fragment length (and partition size)")
+    args = p.parse_args()
+
+    from cluster import netns, standalone
+
+    reason = netns.unavailable_reason()
+    if reason:
+        print(reason, file=sys.stderr)
+        return 2
+
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from bench_read import make_lines
+    from benchlib import ndjson_spec
+    from pyspark_gazette.broker import EmbeddedBroker
+    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+
+    python = standalone.executor_python()
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-cluster-", dir=os.environ.get("BENCH_TMP", HERE)))
+    net = netns.TestNetwork(["w1", "w2"])
+    try:
+        net.start()
+        store = work / "store"
+        with EmbeddedBroker(str(work / "broker"), host=net.gateway, file_root=str(store)) as broker:
+            client = JournalClient(ClientConfig(broker.address, file_root=str(store)))
+            client.apply([Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20))])
+            data = make_lines(args.mib << 20)
+            view, pos = memoryview(data), 0
+            while pos < len(data):  # 1 MiB appends on line boundaries
+                cut = data.find(b"\n", min(pos + (1 << 20), len(data) - 1)) + 1 or len(data)
+                client.append("bench/events", view[pos:cut])
+                pos = cut
+            client.append("bench/events", b'{"event_id":-1}\n')  # rolls the last data fragment
+            assert broker.wait_persisted(300)
+            persisted = [f for f in client.list_fragments("bench/events") if f.spec.mod_time]
+            end = persisted[-1].spec.end
+            print(f"data: {end / 1e6:.1f} MB of ndjson in {len(persisted)} persisted ZSTANDARD fragments")
+            ending = json.dumps({"bench/events": end})
+
+            cluster = standalone.SparkStandalone(net, work / "spark", ["w1", "w2"]).start()
+            os.environ["PYSPARK_PYTHON"] = python
+            os.environ["SPARK_LOCAL_IP"] = net.gateway
+            best: dict[tuple[str, int], float] = {}
+            cpu: dict[tuple[str, int], dict[str, float]] = {}
+            try:
+                for rnd in range(args.rounds):
+                    for cores in (1, 2):
+                        spark = (
+                            SparkSession.builder.master(cluster.master_url)
+                            .appName(f"bench-cluster-{cores}")
+                            .config("spark.driver.host", net.gateway)
+                            .config("spark.driver.bindAddress", net.gateway)
+                            .config("spark.pyspark.python", python)
+                            .config("spark.executor.memory", "512m")
+                            .config("spark.executor.cores", "1")
+                            .config("spark.cores.max", str(cores))
+                            .config("spark.ui.enabled", "false")
+                            .config("spark.sql.session.timeZone", "UTC")
+                            .config("spark.sql.shuffle.partitions", "2")
+                            .getOrCreate()
+                        )
+                        spark.sparkContext.setLogLevel("ERROR")
+                        tracker = spark.sparkContext._jsc.sc().statusTracker()
+                        while len(tracker.getExecutorInfos()) < cores + 1:  # the driver's entry + executors
+                            time.sleep(0.2)
+                        jvm = spark.sparkContext._gateway.proc.pid if spark.sparkContext._gateway.proc else None
+
+                        def gz(spark=spark):
+                            return (
+                                spark.read.format("gazette")
+                                .option("broker.address", broker.address)
+                                .option("store.fileRoot", str(store))
+                                .option("maxPartitionBytes", str(args.fragment_mib << 20))
+                                .option("endingOffsets", ending)
+                            )
+
+                        cases = {
+                            "raw": lambda: gz().load("bench/events").agg(F.sum(F.length("value"))).collect(),
+                            "typed": lambda: (
+                                gz()
+                                .schema(SCHEMA)
+                                .load("bench/events")
+                                .groupBy("country")
+                                .agg(F.sum("amount"))
+                                .collect()
+                            ),
+                        }
+                        cases["raw"]()  # warm-up: Python workers started, imports done
+                        for name, fn in cases.items():
+                            before = cpu_snapshot(cluster, jvm)
+                            t = time.perf_counter()
+                            fn()
+                            elapsed = time.perf_counter() - t
+                            after = cpu_snapshot(cluster, jvm)
+                            print(f"round {rnd + 1} {name:5} {cores} executor(s): {elapsed:6.2f}s")
+                            if elapsed < best.get((name, cores), float("inf")):
+                                best[(name, cores)] = elapsed
+                                cpu[(name, cores)] = {k: after[k] - before.get(k, 0.0) for k in after}
+                        spark.stop()
+            finally:
+                cluster.stop()
+            print()
+            print("| query | 1 executor MB/s | 2 executors MB/s | scaling (t1 / t2) |")
+            print("|---|---|---|---|")
+            for name in ("raw", "typed"):
+                t1, t2 = best[(name, 1)], best[(name, 2)]
+                print(f"| {name} | {end / t1 / 1e6:.1f} | {end / t2 / 1e6:.1f} | {t1 / t2:.2f} |")
+            print()
+            print("CPU seconds during the best round (wall time in the last column):")
+            keys = sorted({k for c in cpu.values() for k in c})
+            print("| query, executors | " + " | ".join(keys) + " | wall |")
+            print("|---" * (len(keys) + 2) + "|")
+            for (name, cores), c in sorted(cpu.items()):
+                cells = " | ".join(f"{c.get(k, 0.0):.1f}" for k in keys)
+                print(f"| {name}, {cores} | {cells} | {best[(name, cores)]:.1f} |")
+            client.close()
+    finally:
+        net.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

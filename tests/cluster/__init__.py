@@ -1,0 +1,1 @@
+"""The cluster tier (see conftest.py)."""
