@@ -204,10 +204,15 @@ def _plan(broker, journal: str, **options) -> tuple[ReadOptions, list]:
 
 
 def _read_all(parts, opts) -> list[int]:
+    """Every piece's messages through the executor's per-piece path (a packed partition's pieces
+    are read by the same function, in threads)."""
+    from pyspark_gazette.spark.pack import PackedPartition
+
     offsets: list[int] = []
     for part in parts:
-        for msgs in read_mod.partition_messages(part, opts):
-            offsets.extend(msgs.offsets.to_pylist())
+        for piece in part.members if isinstance(part, PackedPartition) else (part,):
+            for msgs in read_mod.partition_messages(piece, opts):
+                offsets.extend(msgs.offsets.to_pylist())
     return sorted(offsets)
 
 
