@@ -15,7 +15,7 @@ KEY = base64.b64encode(b"spark-auth-test-key").decode()
 
 @pytest.fixture
 def auth_broker(tmp_path):
-    from conftest import make_spec
+    from journalspecs import make_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
 

@@ -113,7 +113,7 @@ def killable(tmp_path):
 
 
 def create(client, name, **kwargs):
-    from conftest import make_spec
+    from journalspecs import make_spec
 
     client.apply([Change(0, upsert=make_spec(name, **kwargs))])
 

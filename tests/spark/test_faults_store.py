@@ -156,7 +156,7 @@ def test_corruption_of_a_raw_fragment_is_invisible_without_sha1_verification(spa
 @contextlib.contextmanager
 def s3_journal_behind_proxy(tmp_path, s3_server, s3_bucket, journal: str, *, batches: int, per_batch: int):
     """A broker persisting ``journal`` to moto S3, filled; yields (broker, client, proxy, expected rows)."""
-    from conftest import make_spec
+    from journalspecs import make_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, JournalClient
 

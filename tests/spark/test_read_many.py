@@ -15,7 +15,7 @@ from pyspark_gazette.spark.pack import PackedPartition
 
 
 def create_many(client, prefix: str, n: int, *, length: int = 1 << 20) -> list[str]:
-    from conftest import make_spec
+    from journalspecs import make_spec
 
     names = [f"{prefix}/j{i:04d}" for i in range(n)]
     client.apply_in_batches(

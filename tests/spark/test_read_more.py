@@ -139,7 +139,7 @@ def test_broker_only_and_signed_url_reads_agree(spark, broker, client, create_jo
 
 
 def test_direct_reads_from_s3_on_moto(spark, tmp_path, s3_server, s3_bucket):
-    from conftest import make_spec
+    from journalspecs import make_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, JournalClient
 

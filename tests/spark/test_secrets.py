@@ -95,7 +95,7 @@ def s3_auth_broker(tmp_path, s3_server, s3_bucket):
 
 @pytest.fixture
 def secret_journal(s3_auth_broker):
-    from conftest import make_spec
+    from journalspecs import make_spec
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
 
     with JournalClient(ClientConfig(s3_auth_broker.address, auth_token=TOKEN)) as c:

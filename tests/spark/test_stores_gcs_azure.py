@@ -58,7 +58,7 @@ def store(request) -> Store:
 
 @pytest.fixture
 def cloud_broker(tmp_path, store):
-    from conftest import make_spec
+    from journalspecs import make_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, JournalClient
 

@@ -142,7 +142,7 @@ def test_deleted_content_obeys_fail_on_data_loss(spark, broker, client, create_j
 def test_the_query_recovers_from_a_broker_restart(spark, tmp_path):
     import socket
 
-    from conftest import make_spec
+    from journalspecs import make_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
 
