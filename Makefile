@@ -74,8 +74,11 @@ emulators: $(FAKE_GCS_BIN) $(AZURITE_STAMP)  ## install the GCS (fake-gcs-server
 EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN),) \
 	$(if $(shell command -v $(NPM) 2>/dev/null),$(AZURITE_STAMP),)
 
-test: $(STAMP) $(GAZETTE_IF_GO) $(EMULATORS_IF_TOOLS)  ## run every test tier (unit, integration, spark, real Gazette)
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest
+# The cluster tier runs in a pytest process of its own: its driver JVM is bound to the tier's test
+# network, and pyspark would reuse that JVM for the local sessions of the other tiers.
+test: $(STAMP) $(GAZETTE_IF_GO) $(EMULATORS_IF_TOOLS)  ## run every test tier (unit, integration, spark, real Gazette, cluster)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest --ignore=tests/cluster
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests/cluster
 
 # The oldest PySpark pyproject.toml allows (pyspark>=4.2), in a venv of its own, for a smoke
 # subset of the Spark tests (tests/unit/test_packaging.py keeps it equal to the lower bound).

@@ -206,6 +206,18 @@ def spark(cluster, network):
         yield session
     finally:
         session.stop()
+        # pyspark keeps this process's gateway JVM for later sessions, and it was launched with
+        # SPARK_LOCAL_IP and the driver address on the test network, which is gone after this
+        # tier: stop it by PID so a later local session launches a fresh one.
+        gateway = SparkContext._gateway
+        if gateway is not None:
+            proc = getattr(gateway, "proc", None)
+            gateway.shutdown()
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+            SparkContext._gateway = None
+            SparkContext._jvm = None
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
