@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from realgazette import free_port
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FAKE_GCS = ROOT / ".bin" / "fake-gcs-server"
 AZURITE = ROOT / ".tools" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
@@ -40,12 +42,6 @@ def require_fake_gcs() -> None:
 def require_azurite() -> None:
     if not AZURITE.exists() or shutil.which("node") is None:
         pytest.skip("azurite is not installed: run make emulators (needs node and npm)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -107,9 +103,9 @@ def fake_gcs_server(tmpdir: str, tls: bool = False) -> Iterator[Emulator]:
     require_fake_gcs()
     last: Exception | None = None
     for _ in range(3):  # the port is picked before the server binds it: retry a lost race
-        port = _free_port()
+        port = free_port()
         endpoint = f"http://127.0.0.1:{port}"
-        tls_port = _free_port() if tls else 0
+        tls_port = free_port() if tls else 0
         public = f"127.0.0.1:{tls_port}" if tls else f"127.0.0.1:{port}"
         argv = [
             str(FAKE_GCS),
@@ -152,7 +148,7 @@ def azurite(tmpdir: str, tls: bool = False) -> Iterator[Emulator]:
     require_azurite()
     last: Exception | None = None
     for _ in range(3):
-        port = _free_port()
+        port = free_port()
         endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
         argv = [
             str(AZURITE),
