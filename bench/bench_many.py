@@ -107,10 +107,10 @@ def run(n: int, args, spark, work: str) -> dict:
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
     from pyspark_gazette.protocol import label_set
-    from pyspark_gazette.spark.batch import GazetteBatchReader
     from pyspark_gazette.spark.options import ReadOptions
+    from pyspark_gazette.spark.read.batch import GazetteBatchReader
+    from pyspark_gazette.spark.read.stream import GazetteStreamReader
     from pyspark_gazette.spark.source import untyped_schema
-    from pyspark_gazette.spark.stream import GazetteStreamReader
 
     base = os.path.join(work, f"n{n}")
     store = os.path.join(base, "store")
@@ -165,8 +165,8 @@ def run(n: int, args, spark, work: str) -> dict:
 
         # (r) the executor read path alone, in this process: every packed partition, one read at
         # a time vs the pool (the broker runs in this process too, so they share its cores).
-        import pyspark_gazette.spark.pack as pack_module
-        from pyspark_gazette.spark.batch import read_partition
+        import pyspark_gazette.spark.read.pack as pack_module
+        from pyspark_gazette.spark.read.batch import read_partition
 
         planned = GazetteBatchReader(ro, schema).partitions()
         source_s = {}

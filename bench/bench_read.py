@@ -179,8 +179,8 @@ def main() -> int:
 
             # (c') the executor read path alone (no Spark), direct vs through the broker: what the
             # direct path buys where Spark's own per-row work is not the bottleneck.
-            from pyspark_gazette.spark.batch import GazetteBatchReader, read_batches
             from pyspark_gazette.spark.options import ReadOptions
+            from pyspark_gazette.spark.read.batch import GazetteBatchReader, read_batches
             from pyspark_gazette.spark.source import untyped_schema
 
             def source_only(direct: bool) -> float:

@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pyspark_gazette.spark.typed import TypedDecoder
+from pyspark_gazette.spark.read.typed import TypedDecoder
 
 SCHEMA = StructType(
     [

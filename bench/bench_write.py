@@ -68,7 +68,7 @@ def count_batches(it):
 def encode_batches(it):
     import pyarrow as pa
 
-    from pyspark_gazette.spark.encode import json_lines
+    from pyspark_gazette.spark.write.encode import json_lines
 
     size = 0
     for batch in it:

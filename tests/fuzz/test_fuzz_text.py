@@ -38,7 +38,7 @@ from pyspark_gazette.message.uuids import (
 )
 from pyspark_gazette.protocol import label_set, pb
 from pyspark_gazette.protocol.labels import format_selector, matches, parse_selector
-from pyspark_gazette.spark.typed import TypedDecoder
+from pyspark_gazette.spark.read.typed import TypedDecoder
 
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 

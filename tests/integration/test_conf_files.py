@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from pyspark_gazette.client.specs import load_specs
-from pyspark_gazette.spark.conf_file import CONF_ENV
 from pyspark_gazette.spark.options import OPTIONS, env_name
+from pyspark_gazette.spark.options.conf_file import CONF_ENV
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"

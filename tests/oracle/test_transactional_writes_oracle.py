@@ -18,7 +18,7 @@ import peer
 import pytest
 
 from pyspark_gazette.message import NDJSON
-from pyspark_gazette.spark.writer_task import FAIL_ENV
+from pyspark_gazette.spark.write.task import FAIL_ENV
 
 ACK_TXN = 0x2
 JOURNALS = ["oracle/txn/a", "oracle/txn/b"]

@@ -27,9 +27,9 @@ from spark_helpers import fill, reader
 
 from pyspark_gazette.fragments import FragmentRef
 from pyspark_gazette.protocol import pb
-from pyspark_gazette.spark import read as read_mod
-from pyspark_gazette.spark.batch import GazetteBatchReader
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read import segments as read_mod
+from pyspark_gazette.spark.read.batch import GazetteBatchReader
 from pyspark_gazette.spark.source import GazetteDataSource
 
 SPARK_ERRORS = (PySparkException, Py4JJavaError)
@@ -206,7 +206,7 @@ def _plan(broker, journal: str, **options) -> tuple[ReadOptions, list]:
 def _read_all(parts, opts) -> list[int]:
     """Every piece's messages through the executor's per-piece path (a packed partition's pieces
     are read by the same function, in threads)."""
-    from pyspark_gazette.spark.pack import PackedPartition
+    from pyspark_gazette.spark.read.pack import PackedPartition
 
     offsets: list[int] = []
     for part in parts:
@@ -231,7 +231,7 @@ def test_damage_after_planning_is_counted_and_logged(broker, client, create_jour
     _assert_names_the_fragment(f"{type(ei.value).__name__}: {ei.value}", journal, ref, cls, words)
 
     segments, nbytes = read_mod.LOSS_COUNTER.segments, read_mod.LOSS_COUNTER.bytes
-    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.read"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.read.segments"):
         offsets = _read_all(parts, lenient)
     first_lost = _assert_skipped(offsets, expected, ref)
     assert first_lost == ref.begin or kind.startswith("truncated")
@@ -265,7 +265,7 @@ def test_s3_errors_that_outlast_the_retries_name_the_fragment(tmp_path, s3_serve
         assert "testing" not in text
         lenient, _ = _plan(broker, "s3g/a", failOnDataLoss="false", **common)
         segments = read_mod.LOSS_COUNTER.segments
-        with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.read"):
+        with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.read.segments"):
             offsets = _read_all(parts, lenient)
         assert _assert_skipped(offsets, expected, ref) == ref.begin
         assert read_mod.LOSS_COUNTER.segments == segments + 1
@@ -294,7 +294,7 @@ def test_damage_read_through_the_broker_is_data_loss_not_a_retry(broker, client,
     assert ref.content_name in text
 
     segments = read_mod.LOSS_COUNTER.segments
-    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.read"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.read.segments"):
         offsets = _read_all(parts, lenient)
     # Broker reads of adjacent fragments are planned as one segment, and the whole segment from
     # the last message returned is skipped (a known limit: more than the damaged fragment).

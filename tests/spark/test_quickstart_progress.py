@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from pyspark_gazette.spark.quickstart_job import job_progress
+from pyspark_gazette.quickstart.spark_job import job_progress
 
 
 def test_not_a_terminal_prints_the_final_count_once(spark):

@@ -11,7 +11,7 @@ from spark_helpers import events, fill, ndjson, reader
 from pyspark_gazette.client import Change
 from pyspark_gazette.fragments import FragmentRef
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.pack import PackedPartition
+from pyspark_gazette.spark.read.pack import PackedPartition
 
 
 def create_many(client, prefix: str, n: int, *, length: int = 1 << 20) -> list[str]:
@@ -40,7 +40,7 @@ def read_opts(broker, **options) -> ReadOptions:
 
 
 def planned(broker, schema, **options):
-    from pyspark_gazette.spark.batch import GazetteBatchReader
+    from pyspark_gazette.spark.read.batch import GazetteBatchReader
 
     return GazetteBatchReader(read_opts(broker, **options), schema).partitions()
 
@@ -140,7 +140,7 @@ def test_lost_fragment_in_a_packed_partition_names_its_journal(spark, broker, cl
 
 
 def test_stream_over_many_journals_packs_deterministic_partitions(spark, broker, client, tmp_path):
-    from pyspark_gazette.spark.stream import GazetteStreamReader
+    from pyspark_gazette.spark.read.stream import GazetteStreamReader
 
     names = create_many(client, "stm", 60)
     for name in names:

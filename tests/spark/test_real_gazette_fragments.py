@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def test_spark_reads_gazette_fragments_in_every_codec(spark, gazette_cluster, s3_server, s3_bucket):
     realgazette.require()
-    from pyspark_gazette.spark.quickstart_job import planned_read
+    from pyspark_gazette.quickstart.spark_job import planned_read
 
     specs = realfragments.codec_specs(s3_server, s3_bucket)
     content = realfragments.write(gazette_cluster, specs)

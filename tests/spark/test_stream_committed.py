@@ -202,8 +202,8 @@ def test_restart_from_the_checkpoint_inside_an_open_transaction(spark, broker, c
 
 def test_a_transaction_longer_than_the_lookback_is_reported(spark, broker, client, create_journal, tmp_path, caplog):
     from pyspark_gazette.spark.options import ReadOptions
+    from pyspark_gazette.spark.read.stream import GazetteStreamReader
     from pyspark_gazette.spark.source import untyped_schema
-    from pyspark_gazette.spark.stream import GazetteStreamReader
 
     create_journal(J, length=1024)
     a, b = TransactionalPublisher(), TransactionalPublisher()
@@ -230,7 +230,7 @@ def test_a_transaction_longer_than_the_lookback_is_reported(spark, broker, clien
 
     # The warning is logged by the executor; run that batch's partition here to see it.
     reader = GazetteStreamReader(ReadOptions.parse(options, streaming=True, env={}), untyped_schema(True, False))
-    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.stream_committed"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.read.committed"):
         rows = [v for part in reader.partitions({J: start}, {J: end}) for rb in reader.read(part) for v in rb["value"]]
     assert sorted(json.loads(v.as_py())["v"] for v in rows) == sorted(got[ack_batch])  # the same rows again
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -8,8 +8,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from pyspark_gazette.client import Change
 from pyspark_gazette.errors import JournalNotFoundError
-from pyspark_gazette.spark import stream_writer
 from pyspark_gazette.spark.options import WriteOptions
+from pyspark_gazette.spark.write import stream as stream_writer
 
 SCHEMA = StructType([StructField("value", StringType())])
 

@@ -163,7 +163,7 @@ def test_complete_output_mode_is_refused(spark, broker, create_journal, tmp_path
 
 def test_register_key_is_a_label_name():
     from pyspark_gazette.protocol.labels import validate_label
-    from pyspark_gazette.spark.stream_writer import FUTURE_WINDOW, register_guard, register_key
+    from pyspark_gazette.spark.write.stream import FUTURE_WINDOW, register_guard, register_key
 
     qid = "4785962e-cfef-451e-b01b-87bb3b5c3f92"
     assert register_key(qid, 7) == f"gzsink/{qid}/7"
@@ -197,7 +197,7 @@ RETRY_SCRIPT = textwrap.dedent(
 @pytest.mark.slow
 def test_task_retry_after_append_does_not_duplicate(broker, client, create_journal, tmp_path):
     """The first attempt of partition 0 of every batch fails after its append; Spark retries it."""
-    from pyspark_gazette.spark.writer_task import FAIL_ENV
+    from pyspark_gazette.spark.write.task import FAIL_ENV
 
     create_journal("test/retry")
     folder = tmp_path / "in"

@@ -123,7 +123,7 @@ def test_decoder_batches_equal_spark_json(spark, tmp_path):
         def read(self, partition):
             import pyarrow as pa
 
-            from pyspark_gazette.spark.typed import TypedDecoder
+            from pyspark_gazette.spark.read.typed import TypedDecoder
 
             dec = TypedDecoder(self.schema)
             yield dec.decode(pa.array([x.encode() for x in lines], pa.binary()), {})

@@ -260,7 +260,7 @@ RETRY_SCRIPT = textwrap.dedent(
 @pytest.mark.slow
 def test_task_retry_is_exactly_once_for_read_committed_readers(broker, client, create_journal, tmp_path):
     """The first attempt of partition 0 fails after appending 300 rows; Spark retries it."""
-    from pyspark_gazette.spark.writer_task import FAIL_ENV
+    from pyspark_gazette.spark.write.task import FAIL_ENV
 
     script = tmp_path / "retry.py"
     script.write_text(RETRY_SCRIPT)
@@ -282,7 +282,7 @@ def test_encoder_matches_json_dumps_on_tricky_values():
     import pyarrow as pa
 
     from pyspark_gazette.message import build_uuid
-    from pyspark_gazette.spark.encode import json_lines, uuid_strings
+    from pyspark_gazette.spark.write.encode import json_lines, uuid_strings
 
     strings = ["plain", 'q"uote', "back\\slash", "tab\tnew\nline\x00\x1f", "é😀\u2028", "", None]
     table = pa.table(

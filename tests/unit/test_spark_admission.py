@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyspark_gazette.spark.stream import share_bytes
+from pyspark_gazette.spark.read.stream import share_bytes
 
 
 def test_everything_fits():
@@ -36,8 +36,8 @@ def test_limits_are_honoured_and_every_waiting_journal_progresses(backlogs, limi
 def test_stream_partitions_depend_only_on_offsets_not_fragment_layout():
     from pyspark_gazette.fragments import FragmentRef
     from pyspark_gazette.protocol import pb
-    from pyspark_gazette.spark.plan import Segment
-    from pyspark_gazette.spark.stream import aligned_partitions
+    from pyspark_gazette.spark.read.plan import Segment
+    from pyspark_gazette.spark.read.stream import aligned_partitions
 
     def ref(b, e):
         return FragmentRef("j/x/y", b, e, "0" * 40, pb.NONE, "file:///s/", 1)

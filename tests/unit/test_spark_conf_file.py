@@ -7,8 +7,8 @@ import pathlib
 import pytest
 
 from pyspark_gazette.errors import OptionError
-from pyspark_gazette.spark.conf_file import CONF_ENV
 from pyspark_gazette.spark.options import READ, WRITE, ReadOptions, WriteOptions, parse
+from pyspark_gazette.spark.options.conf_file import CONF_ENV
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Packing of small journal pieces into partitions (spark/pack.py), without a broker."""
+"""Packing of small journal pieces into partitions (spark/read/pack.py), without a broker."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from pyspark_gazette.errors import OptionError
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.pack import PackedPartition, pack
-from pyspark_gazette.spark.plan import GazettePartition, Segment
+from pyspark_gazette.spark.read.pack import PackedPartition, pack
+from pyspark_gazette.spark.read.plan import GazettePartition, Segment
 
 KIB = 1 << 10
 

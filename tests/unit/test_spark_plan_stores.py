@@ -11,7 +11,7 @@ from pyspark_gazette.client import JournalInfo, ListedFragment
 from pyspark_gazette.errors import StoreError
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.plan import Snapshot, segments
+from pyspark_gazette.spark.read.plan import Snapshot, segments
 
 
 def snapshot(store: str) -> Snapshot:

@@ -33,7 +33,7 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError
-from pyspark_gazette.spark.typed import TypedDecoder
+from pyspark_gazette.spark.read.typed import TypedDecoder
 
 UTC = dt.timezone.utc
 

@@ -1,4 +1,4 @@
-"""Read-committed stream windows (spark/stream_committed.py) without Spark or a broker.
+"""Read-committed stream windows (spark/read/committed.py) without Spark or a broker.
 
 The property: cutting a journal into micro-batches anywhere, each sequenced from a window that
 reaches back to the journal's start, emits exactly what one read-committed pass over the whole
@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from pyspark_gazette.message import Flags, TransactionalPublisher, build_uuid, set_uuid_at
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.output import CommittedFilter
-from pyspark_gazette.spark.plan import Segment
-from pyspark_gazette.spark.read import Messages
-from pyspark_gazette.spark.stream_committed import CommittedStreamPartition, WindowFilter
+from pyspark_gazette.spark.read.batches import CommittedFilter
+from pyspark_gazette.spark.read.committed import CommittedStreamPartition, WindowFilter
+from pyspark_gazette.spark.read.plan import Segment
+from pyspark_gazette.spark.read.segments import Messages
 
 J = "unit/rc"
 OPTS = ReadOptions.parse({"broker.address": "http://127.0.0.1:1", "journals": J}, streaming=True, env={})

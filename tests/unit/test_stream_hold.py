@@ -1,10 +1,10 @@
-"""The streaming sink's hold hook (:func:`pyspark_gazette.spark.stream_writer.testing_hold`):
+"""The streaming sink's hold hook (:func:`pyspark_gazette.spark.write.stream.testing_hold`):
 where its point comes from, and that only the first process reaching the point holds."""
 
 from __future__ import annotations
 
-from pyspark_gazette.spark import stream_writer
-from pyspark_gazette.spark.stream_writer import HOLD_ENV
+from pyspark_gazette.spark.write import stream as stream_writer
+from pyspark_gazette.spark.write.stream import HOLD_ENV
 
 hold = stream_writer.testing_hold  # (imported by its own name, pytest would collect it)
 

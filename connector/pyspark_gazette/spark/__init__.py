@@ -1,1 +1,1 @@
-"""The Spark adapter: the only package that imports pyspark."""
+"""The Spark adapter: with :mod:`pyspark_gazette.quickstart.spark_job`, the only code that imports pyspark."""

@@ -77,14 +77,14 @@ class GazetteDataSource(DataSource):
         return untyped_schema(text, opts.include_metadata)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from pyspark_gazette.spark.batch import GazetteBatchReader, GazettePushdownBatchReader
+        from pyspark_gazette.spark.read.batch import GazetteBatchReader, GazettePushdownBatchReader
 
         opts = self._read_options(streaming=False)
         cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
         return cls(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from pyspark_gazette.spark.stream import GazetteStreamReader
+        from pyspark_gazette.spark.read.stream import GazetteStreamReader
 
         try:
             return GazetteStreamReader(self._read_options(streaming=True), schema)
@@ -95,12 +95,12 @@ class GazetteDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_gazette.spark.options import WriteOptions
-        from pyspark_gazette.spark.writer import GazetteBatchWriter
+        from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 
         return GazetteBatchWriter(WriteOptions.parse(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        from pyspark_gazette.spark.stream_writer import GazetteStreamWriter, stream_write_options
+        from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
         return GazetteStreamWriter(stream_write_options(self.options), schema, overwrite)
 

@@ -35,9 +35,9 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.message import Envelope, Flags, Outcome, Sequencer
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.output import CommittedFilter
-from pyspark_gazette.spark.plan import GazettePartition, Snapshot, segments
-from pyspark_gazette.spark.read import Messages
+from pyspark_gazette.spark.read.batches import CommittedFilter
+from pyspark_gazette.spark.read.plan import GazettePartition, Snapshot, segments
+from pyspark_gazette.spark.read.segments import Messages
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +193,8 @@ def read_committed_batches(
     part: CommittedStreamPartition, opts: ReadOptions, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of one read-committed micro-batch partition (executor side)."""
-    from pyspark_gazette.spark.output import OutputBuilder
-    from pyspark_gazette.spark.read import partition_messages
+    from pyspark_gazette.spark.read.batches import OutputBuilder
+    from pyspark_gazette.spark.read.segments import partition_messages
 
     builder = OutputBuilder(schema, opts, part.framing)
     window = WindowFilter(part, opts)

@@ -1,7 +1,7 @@
 """Packing many small journal pieces into few Spark partitions, and reading them concurrently.
 
-The planners (:mod:`~pyspark_gazette.spark.plan`, :mod:`~pyspark_gazette.spark.stream`) first cut
-each journal into :class:`~pyspark_gazette.spark.plan.GazettePartition` s of at most about
+The planners (:mod:`~pyspark_gazette.spark.read.plan`, :mod:`~pyspark_gazette.spark.read.stream`) first cut
+each journal into :class:`~pyspark_gazette.spark.read.plan.GazettePartition` s of at most about
 ``maxPartitionBytes``. A selector over thousands of small journals would then run thousands of
 tiny tasks, each paying Spark's per-task cost for a few bytes. :func:`pack` groups consecutive
 pieces the way Spark's file sources group small files: each piece weighs its length plus
@@ -36,7 +36,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.plan import GazettePartition
+from pyspark_gazette.spark.read.plan import GazettePartition
 
 #: Concurrent reads inside one packed partition (each is mostly waiting on a socket or a file).
 READ_THREADS = 4
@@ -162,6 +162,6 @@ def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 def _read_all(member: GazettePartition, opts: ReadOptions, schema: StructType) -> list[pa.RecordBatch]:
-    from pyspark_gazette.spark.batch import read_batches
+    from pyspark_gazette.spark.read.batch import read_batches
 
     return list(read_batches(member, opts, schema))

@@ -3,7 +3,7 @@
 Untyped reads (no user schema) produce ``journal``, ``offset``, ``value`` and, with
 ``includeMetadata``, ``uuid``, ``producer``, ``clock``, ``flags`` and ``mod_time``. Typed reads
 (a user schema, ndjson framing) parse each document into the schema's columns
-(:class:`~pyspark_gazette.spark.typed.TypedDecoder`); their metadata columns are the same names
+(:class:`~pyspark_gazette.spark.read.typed.TypedDecoder`); their metadata columns are the same names
 with a leading underscore (``_journal``, ``_offset``, ``_uuid``, ...), filled from the message,
 not the document.
 
@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.errors import UUIDError
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read import Messages
+from pyspark_gazette.spark.read.segments import Messages
 
 UNTYPED = ("journal", "offset", "value")
 METADATA = ("uuid", "producer", "clock", "flags", "mod_time")
@@ -58,7 +58,7 @@ class OutputBuilder:
                 from pyspark_gazette.errors import OptionError
 
                 raise OptionError("schema", f"a user schema needs ndjson framing; this journal's framing is {framing}")
-            from pyspark_gazette.spark.typed import TypedDecoder
+            from pyspark_gazette.spark.read.typed import TypedDecoder
 
             reserved = {f"_{k}": k for k in ("journal", "offset", *METADATA) if f"_{k}" in schema.names}
             self.metadata = [k for k in reserved.values() if k in METADATA]
@@ -171,8 +171,8 @@ class CommittedFilter:
         return out
 
     def _replay(self, journal: str, begin: int, end: int) -> Iterator:
-        from pyspark_gazette.spark.plan import Segment
-        from pyspark_gazette.spark.read import segment_messages
+        from pyspark_gazette.spark.read.plan import Segment
+        from pyspark_gazette.spark.read.segments import segment_messages
 
         for msgs in segment_messages(Segment(journal, begin, end), self.framing, self.opts):
             yield from self._envelopes(msgs)

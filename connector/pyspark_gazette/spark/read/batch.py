@@ -1,9 +1,9 @@
 """Batch reads: ``spark.read.format("gazette")``.
 
 The driver resolves the journals (List), takes one fragment-listing snapshot per journal and
-plans partitions (:mod:`pyspark_gazette.spark.plan`), packing small journals together
-(:mod:`pyspark_gazette.spark.pack`); executors read them
-(:mod:`pyspark_gazette.spark.read`) and yield Arrow batches (:mod:`pyspark_gazette.spark.output`).
+plans partitions (:mod:`pyspark_gazette.spark.read.plan`), packing small journals together
+(:mod:`pyspark_gazette.spark.read.pack`); executors read them
+(:mod:`pyspark_gazette.spark.read.segments`) and yield Arrow batches (:mod:`pyspark_gazette.spark.read.batches`).
 
 With ``filterPushdown=true`` (and Spark's ``spark.sql.python.filterPushdown.enabled``), filters
 on ``journal`` (``=``, ``IN``, ``LIKE 'prefix%'``) choose the journals, and filters on
@@ -24,15 +24,15 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.plan import GazettePartition
+from pyspark_gazette.spark.read.plan import GazettePartition
 
 log = logging.getLogger(__name__)
 
 
 def read_batches(part: GazettePartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
     """The record batches of one partition (shared by batch and streaming reads)."""
-    from pyspark_gazette.spark.output import CommittedFilter, OutputBuilder
-    from pyspark_gazette.spark.read import partition_messages
+    from pyspark_gazette.spark.read.batches import CommittedFilter, OutputBuilder
+    from pyspark_gazette.spark.read.segments import partition_messages
 
     builder = OutputBuilder(schema, opts, part.framing)
     committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
@@ -49,7 +49,7 @@ def read_batches(part: GazettePartition, opts: ReadOptions, schema: StructType) 
 
 def read_partition(part: InputPartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
     """The record batches of a one-journal or a packed partition."""
-    from pyspark_gazette.spark.pack import PackedPartition, read_packed
+    from pyspark_gazette.spark.read.pack import PackedPartition, read_packed
 
     if isinstance(part, PackedPartition):
         yield from read_packed(part, opts, schema)
@@ -86,8 +86,8 @@ class GazetteBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         from pyspark_gazette.client import JournalClient
         from pyspark_gazette.spark.journals import resolve_journals
-        from pyspark_gazette.spark.pack import pack
-        from pyspark_gazette.spark.plan import plan
+        from pyspark_gazette.spark.read.pack import pack
+        from pyspark_gazette.spark.read.plan import plan
 
         with JournalClient(self.opts.connection.client_config()) as client:
             infos = [

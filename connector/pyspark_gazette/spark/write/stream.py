@@ -1,7 +1,7 @@
 """Exactly-once streaming writes: ``df.writeStream.format("gazette")``.
 
 Rows are routed, framed and encoded exactly as by the batch writer
-(:mod:`pyspark_gazette.spark.writer`); what differs is how they reach the journal. A write
+(:mod:`pyspark_gazette.spark.write.batch`); what differs is how they reach the journal. A write
 task learns its query and micro-batch from Spark's task-local properties
 (``sql.streaming.queryId``, stable across restarts from one checkpoint, and
 ``streaming.sql.batchId``) and spools each journal's encoded rows to a temporary file in
@@ -49,10 +49,10 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, OptionError, RegisterMismatchError
 from pyspark_gazette.protocol import label_set, pb
 from pyspark_gazette.protocol.labels import LabelError, validate_label
-from pyspark_gazette.spark.encode import Framed
 from pyspark_gazette.spark.options import WriteOptions
-from pyspark_gazette.spark.writer import GazetteBatchWriter
-from pyspark_gazette.spark.writer_task import FAIL_ENV, WritePlan, WriteTask
+from pyspark_gazette.spark.write.batch import GazetteBatchWriter
+from pyspark_gazette.spark.write.encode import Framed
+from pyspark_gazette.spark.write.task import FAIL_ENV, WritePlan, WriteTask
 
 log = logging.getLogger(__name__)
 

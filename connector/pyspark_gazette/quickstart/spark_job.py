@@ -1,7 +1,7 @@
 """The Spark half of the quickstart (``pyspark-gazette quickstart``): session, data, queries.
 
 :mod:`pyspark_gazette.quickstart` runs the broker, the steps and the report; everything that
-touches pyspark lives here (only ``spark/`` imports pyspark). The sample data is a pure function
+touches pyspark lives here (only ``spark/`` and this module import pyspark). The sample data is a pure function
 of the event ids (hashes of the id, no random generator), so the batch aggregation read back from
 the journal can be checked against the same aggregation computed straight from the generator,
 and a re-run with ``--keep`` continues the ids instead of repeating them.
@@ -255,7 +255,7 @@ def planned_read(options: dict[str, str]) -> PlannedRead:
     from pyspark_gazette.client import JournalClient
     from pyspark_gazette.spark.journals import resolve_journals
     from pyspark_gazette.spark.options import ReadOptions
-    from pyspark_gazette.spark.plan import plan
+    from pyspark_gazette.spark.read.plan import plan
 
     opts = ReadOptions.parse(options)
     with JournalClient(opts.connection.client_config()) as client:

@@ -1,7 +1,7 @@
 """Streaming reads: ``spark.readStream.format("gazette")``.
 
 Offsets are ``{journal: byte offset}``. Each micro-batch ``[start, end)`` is planned exactly like
-a batch read (:mod:`pyspark_gazette.spark.plan`): persisted fragments are read directly from the
+a batch read (:mod:`pyspark_gazette.spark.read.plan`): persisted fragments are read directly from the
 store by the executors, the live tail through the brokers, so catching up on a large backlog
 scales with the object store.
 
@@ -21,7 +21,7 @@ scales with the object store.
 
 Each micro-batch's journal ranges are cut at absolute multiples of ``maxPartitionBytes``
 (:func:`aligned_partitions`), and the pieces of many small journals are packed together
-(:mod:`pyspark_gazette.spark.pack`) by their offset spans, so the partitions depend on the batch's
+(:mod:`pyspark_gazette.spark.read.pack`) by their offset spans, so the partitions depend on the batch's
 offsets alone.
 
 Batch ends may fall inside a message when a read limit cuts a journal: the message that begins
@@ -31,7 +31,7 @@ message is returned once.
 With ``readCommitted``, each journal's micro-batch is one partition that rebuilds the
 sequencer's state from up to ``readCommittedLookbackBytes`` before the batch's start and emits
 each committed message in the batch holding the message that committed it (its ACK for
-transaction members): see :mod:`pyspark_gazette.spark.stream_committed`.
+transaction members): see :mod:`pyspark_gazette.spark.read.committed`.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def aligned_partitions(
     """
     import dataclasses
 
-    from pyspark_gazette.spark.plan import GazettePartition, _merge_broker_runs
+    from pyspark_gazette.spark.read.plan import GazettePartition, _merge_broker_runs
 
     out: list[GazettePartition] = []
     for lo, hi in aligned_spans(framing, start, end, size):
@@ -193,7 +193,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         from pyspark_gazette.spark.options import check_offsets_name_read_journals
-        from pyspark_gazette.spark.plan import start_offset, take_snapshot
+        from pyspark_gazette.spark.read.plan import start_offset, take_snapshot
 
         client = self._client()
         infos = {info.name: info for info in self._journals(client)}
@@ -256,8 +256,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return dict(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        from pyspark_gazette.spark.pack import pack
-        from pyspark_gazette.spark.plan import GazettePartition, segments, take_snapshot
+        from pyspark_gazette.spark.read.pack import pack
+        from pyspark_gazette.spark.read.plan import GazettePartition, segments, take_snapshot
 
         client = self._client()
         infos = {i.name: i for i in self._journals(client)}
@@ -282,7 +282,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         snaps = sweep(snapshot, [j for j, _, _ in ranges])
         if self.opts.read_committed:
-            from pyspark_gazette.spark.stream_committed import committed_partition
+            from pyspark_gazette.spark.read.committed import committed_partition
 
             parts: list = []
             for journal, s, e in ranges:
@@ -313,7 +313,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return pack(pieces, self.opts, weights)
 
     def _lost(self, journal: str, begin: int, end: int, why: str) -> None:
-        from pyspark_gazette.spark.plan import DataLoss
+        from pyspark_gazette.spark.read.plan import DataLoss
 
         text = f"journal {journal!r}: offsets [{begin}, {end}) cannot be read: {why}"
         if self.opts.fail_on_data_loss:
@@ -321,10 +321,10 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.warning("%s; skipped (failOnDataLoss=false)", text)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from pyspark_gazette.spark.batch import read_partition
+        from pyspark_gazette.spark.read.batch import read_partition
 
         if self.opts.read_committed:
-            from pyspark_gazette.spark.stream_committed import CommittedStreamPartition, read_committed_batches
+            from pyspark_gazette.spark.read.committed import CommittedStreamPartition, read_committed_batches
 
             assert isinstance(partition, CommittedStreamPartition)
             yield from read_committed_batches(partition, self.opts, self.schema)

@@ -13,7 +13,7 @@ Names follow Spark's Kafka source where the meaning is the same (``startingOffse
 Values may also come from the environment: ``PYSPARK_GAZETTE_<KEY>`` with the key upper-cased
 and dots as underscores (``PYSPARK_GAZETTE_BROKER_ADDRESS``), and ``broker.address`` also falls
 back to ``BROKER_ADDRESS`` as Gazette's own tools do. Lowest of all comes the options file named
-by ``PYSPARK_GAZETTE_CONF`` (:mod:`~pyspark_gazette.spark.conf_file`): explicit options win over
+by ``PYSPARK_GAZETTE_CONF`` (:mod:`~pyspark_gazette.spark.options.conf_file`): explicit options win over
 the environment, which wins over the file. Keys of the file that do not apply to a query's scope
 are ignored (one file serves reads and writes alike).
 """
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pyspark_gazette.errors import OptionError
-from pyspark_gazette.spark.conf_file import options_from_file
+from pyspark_gazette.spark.options.conf_file import options_from_file
 
 READ, STREAM, WRITE = "read", "stream", "write"
 ALL = frozenset({READ, STREAM, WRITE})

@@ -8,7 +8,7 @@ Which journal: the ``journal`` column row by row, else the ``journal`` option (o
   newline is an error; csv allows one inside quotes), the 8-byte header for protobuf-fixed;
   other columns (except ``journal``) are then ignored;
 * without a ``value`` column, on an ndjson journal, every column but ``journal`` is encoded
-  as one JSON document per row (types as in :mod:`pyspark_gazette.spark.encode`).
+  as one JSON document per row (types as in :mod:`pyspark_gazette.spark.write.encode`).
 
 A journal's framing is the ``framing`` option, else its ``content-type`` label. A missing
 journal fails the write, at planning for the ``journal`` option and in the task for column
@@ -54,7 +54,7 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, OptionError
 from pyspark_gazette.message import TICK, Flags, build_uuid
 from pyspark_gazette.spark.options import WriteOptions
-from pyspark_gazette.spark.writer_task import WritePlan, WriteTask, check_framing, pointer_prefix, resolve_journal
+from pyspark_gazette.spark.write.task import WritePlan, WriteTask, check_framing, pointer_prefix, resolve_journal
 
 log = logging.getLogger(__name__)
 

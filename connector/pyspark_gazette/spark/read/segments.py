@@ -1,6 +1,6 @@
 """Reading partitions (executor side): bytes of segments -> framed messages -> Arrow batches.
 
-Each :class:`~pyspark_gazette.spark.plan.Segment` is read from one byte source:
+Each :class:`~pyspark_gazette.spark.read.plan.Segment` is read from one byte source:
 
 * a persisted fragment straight from its object store (fsspec through
   :class:`~pyspark_gazette.fragments.FragmentStore`, or the broker's signed URL), decompressed
@@ -36,7 +36,7 @@ from pyspark_gazette.errors import (
     TransportError,
 )
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.plan import GazettePartition, Segment
+from pyspark_gazette.spark.read.plan import GazettePartition, Segment
 
 log = logging.getLogger(__name__)
 

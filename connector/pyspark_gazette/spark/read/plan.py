@@ -12,7 +12,7 @@ journal, and the range is cut into :class:`Segment` s along fragment boundaries:
 * small direct segments are coalesced into one partition up to ``maxPartitionBytes``; a long
   unpersisted tail is split at that size (text framings only);
 * the pieces of many small journals are then packed together into few partitions
-  (:mod:`pyspark_gazette.spark.pack`).
+  (:mod:`pyspark_gazette.spark.read.pack`).
 
 The fragment listings of many journals are fetched concurrently (:data:`PLAN_THREADS` at a time).
 

@@ -1,9 +1,9 @@
 """One Spark write task: route rows to journals, frame them, append through an AppendService.
 
 Runs in a Python worker on an executor, once per task attempt (see
-:class:`~pyspark_gazette.spark.writer.GazetteBatchWriter` for the write semantics). Arrow
+:class:`~pyspark_gazette.spark.write.batch.GazetteBatchWriter` for the write semantics). Arrow
 batches come in; each batch is split by journal (the ``journal`` column, else the option),
-encoded with :mod:`pyspark_gazette.spark.encode` and written to the journal's
+encoded with :mod:`pyspark_gazette.spark.write.encode` and written to the journal's
 :class:`~pyspark_gazette.client.AppendService` chain in pieces of whole messages. The service
 batches the pieces into Append RPCs of about ``maxBatchBytes`` and pipelines them (the next
 batch fills while one is in flight). Before returning its commit message the task flushes the
@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 from pyspark_gazette.client import AppendService, AsyncAppend, Change, JournalClient, JournalInfo
 from pyspark_gazette.errors import EtcdTransactionFailedError, FramingError, GazetteError, JournalNotFoundError
 from pyspark_gazette.message import TICK, Flags, build_uuid, clock_now, new_producer_id, set_uuid_at
-from pyspark_gazette.spark.encode import Framed, frame_values, json_lines, uuid_strings
 from pyspark_gazette.spark.journals import framing_of, spec_from_template, spec_template
 from pyspark_gazette.spark.options import WriteOptions
+from pyspark_gazette.spark.write.encode import Framed, frame_values, json_lines, uuid_strings
 
 log = logging.getLogger(__name__)
 

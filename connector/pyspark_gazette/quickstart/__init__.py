@@ -204,7 +204,7 @@ def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps, nodes: list[An
     with ExitStack() as stack:
         # Spark first: its JVM is forked before any gRPC thread exists in this process.
         with steps.step(1, "spark", "local[2] SparkSession"):
-            from pyspark_gazette.spark import quickstart_job as job
+            from pyspark_gazette.quickstart import spark_job as job
 
             log4j = stack.enter_context(importlib.resources.as_file(resource(LOG4J)))
             spark = job.start_session(log4j)
@@ -223,7 +223,7 @@ def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps, nodes: list[An
 def _run_spark(
     root: pathlib.Path, broker: Any, client: Any, state: dict, report: dict, steps: Steps, spark: Any
 ) -> None:
-    from pyspark_gazette.spark import quickstart_job as job
+    from pyspark_gazette.quickstart import spark_job as job
 
     rows, first_id = report["rows"], report["first_id"]
     conn = {"broker.address": broker.address, "store.fileRoot": str(root / "store")}

@@ -1,0 +1,1 @@
+"""Reading journals into Spark: driver-side planning and readers, executor-side decoding."""

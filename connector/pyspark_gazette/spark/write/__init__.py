@@ -1,0 +1,1 @@
+"""Writing DataFrames to journals: driver-side writers, executor-side tasks and encoding."""
