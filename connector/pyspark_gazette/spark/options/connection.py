@@ -1,0 +1,91 @@
+"""The connection options of a query: how executors reach the brokers and the stores."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pyspark_gazette.errors import OptionError
+from pyspark_gazette.spark.options.parsing import parse_duration
+from pyspark_gazette.spark.options.table import option
+
+
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """How executors reach the brokers and the stores (primitives only: pickles to executors)."""
+
+    address: str
+    auth_token: str | None = dataclasses.field(default=None, repr=False)
+    zone: str = ""
+    file_root: str | None = None
+    storage: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
+    broker_timeout: float | None = 300.0
+
+    def client_config(self, *, direct_reads: bool = True):
+        from pyspark_gazette.client import ClientConfig
+
+        return ClientConfig(
+            self.address,
+            auth_token=self.auth_token,
+            file_root=self.file_root,
+            direct_reads=direct_reads,
+            zone=self.zone,
+            broker_timeout=self.broker_timeout,
+        )
+
+    def storage_options(self) -> dict[str, Any]:
+        return dict(self.storage)
+
+
+# Option -> scoped fsspec setting (see pyspark_gazette.fragments.stores.scheme_options).
+_STORAGE_SETTINGS = (
+    ("store.s3.endpoint", "s3.endpoint_url"),
+    ("store.s3.region", "s3.region"),
+    ("store.s3.accessKeyId", "s3.key"),
+    ("store.s3.secretAccessKey", "s3.secret"),
+    ("store.s3.sessionToken", "s3.token"),
+    ("store.s3.profile", "s3.profile"),
+    ("store.gcs.endpoint", "gs.endpoint_url"),
+    ("store.gcs.credentialsFile", "gs.token"),
+    ("store.azure.accountName", "azure.account_name"),
+    ("store.azure.accountKey", "azure.account_key"),
+    ("store.azure.sasToken", "azure.sas_token"),
+    ("store.azure.connectionString", "azure.connection_string"),
+)
+
+
+def connection_from(values: dict[str, Any]) -> Connection:
+    address = values.get("broker.address")
+    if not address:
+        raise OptionError("broker.address", "is required (or set BROKER_ADDRESS), e.g. http://127.0.0.1:8080")
+    from pyspark_gazette.client.conn import parse_address
+
+    try:
+        parse_address(address)
+    except ValueError as e:
+        raise OptionError("broker.address", str(e)) from None
+    # Storage options are scoped per scheme ("s3.key" reaches s3:// stores only).
+    storage: dict[str, Any] = {}
+    for key, setting in _STORAGE_SETTINGS:
+        if values.get(key):
+            storage[setting] = values[key]
+    if values.get("store.s3.anonymous"):
+        storage["s3.anon"] = True
+    if bool(storage.get("s3.key")) != bool(storage.get("s3.secret")):
+        raise OptionError("store.s3.accessKeyId", "store.s3.accessKeyId and store.s3.secretAccessKey go together")
+    return Connection(
+        address=address,
+        auth_token=values.get("broker.authToken"),
+        zone=values.get("broker.zone") or "",
+        file_root=values.get("store.fileRoot"),
+        storage=tuple(sorted(storage.items())),
+        broker_timeout=_broker_timeout(values),
+    )
+
+
+def _broker_timeout(values: dict[str, Any]) -> float | None:
+    """``broker.timeout`` in seconds (its documented default when not given), None for 0 (forever)."""
+    value = values.get("broker.timeout", option("broker.timeout").default)
+    if isinstance(value, str):
+        value = parse_duration("broker.timeout", value)
+    return float(value) or None

@@ -1,0 +1,397 @@
+"""The option table: every data source option once, with its type, default, scopes and documentation.
+
+The options reference in the docs is generated from :data:`OPTIONS`; a test keeps the two equal.
+Parsing the values is :mod:`~pyspark_gazette.spark.options.parsing`; this module is only the table
+(over 400 lines because it is one literal: one entry per option, with its documentation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+READ, STREAM, WRITE = "read", "stream", "write"
+ALL = frozenset({READ, STREAM, WRITE})
+READS = frozenset({READ, STREAM})
+ENV_PREFIX = "PYSPARK_GAZETTE_"
+
+FRAMINGS = ("auto", "ndjson", "protobuf-fixed", "csv", "lines")
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One data source option, as documented."""
+
+    key: str
+    kind: str  # string | secret | bool | int | bytes | enum | offsets | timestamp
+    default: Any
+    doc: str
+    scopes: frozenset[str] = ALL
+    choices: tuple[str, ...] = ()
+    example: str = ""
+    env: tuple[str, ...] = ()
+
+
+OPTIONS: tuple[Option, ...] = (
+    # -- connection --------------------------------------------------------------------------
+    Option(
+        "broker.address",
+        "string",
+        None,
+        "Broker URL of the Gazette cluster (`http://`, `https://`, `unix://`). Required unless set in the environment.",
+        example="http://127.0.0.1:8080",
+        env=("BROKER_ADDRESS",),
+    ),
+    Option(
+        "broker.authToken",
+        "secret",
+        None,
+        "Bearer JWT sent with every broker RPC. Never logged or shown in plans.",
+        example="eyJhbGciOi...",
+        env=("BROKER_AUTH_TOKEN",),
+    ),
+    Option("broker.zone", "string", "", "Prefer brokers of this zone for reads."),
+    Option(
+        "broker.timeout",
+        "duration",
+        "5m",
+        "How long a task keeps retrying a read or an append while no broker answers for its journal "
+        "(the cluster is down, or Gazette has not reassigned the journal yet); then the task fails "
+        "naming the journal, the offset and this option. `0` retries forever.",
+        example="30s",
+    ),
+    # -- journal selection -------------------------------------------------------------------
+    Option(
+        "journals",
+        "string",
+        None,
+        "Comma-separated journal names to read. Exactly one of `journals`, "
+        "`selector` (or a `load()` path) is required for reads.",
+        scopes=READS,
+        example="quickstart/clicks",
+    ),
+    Option(
+        "selector",
+        "string",
+        None,
+        "Label selector choosing the journals to read, in Gazette's syntax.",
+        scopes=READS,
+        example="app.gazette.dev/message-type=ClickEvent,name:prefix=quickstart/",
+    ),
+    Option(
+        "journal",
+        "string",
+        None,
+        "Journal to write to, unless the DataFrame has a `journal` column (which then wins row by row).",
+        scopes=frozenset({WRITE}),
+        example="quickstart/clicks",
+    ),
+    # -- bounds ------------------------------------------------------------------------------
+    Option(
+        "startingOffsets",
+        "offsets",
+        None,
+        "Where reading starts: `earliest`, `latest`, or JSON "
+        '`{"journal": offset}` where -2 means earliest and -1 latest. Default `earliest` for batch '
+        "reads, `latest` for streams. Offsets must be message boundaries (values of the `offset` column "
+        "or an earlier `endingOffsets`); a start inside a message skips to the next message.",
+        scopes=READS,
+        example='{"quickstart/clicks": 1048576}',
+    ),
+    Option(
+        "endingOffsets",
+        "offsets",
+        "latest",
+        "Where a batch read ends (exclusive): `latest` (the write head "
+        "when the query is planned) or JSON per journal (-1 = latest). A message that begins before the "
+        "end is returned whole.",
+        scopes=frozenset({READ}),
+        example='{"quickstart/clicks": 2097152}',
+    ),
+    Option(
+        "startingTimestamp",
+        "timestamp",
+        None,
+        "Start at the first fragment persisted at or after this time "
+        "(milliseconds since the epoch, compared with fragment modification times). Takes precedence "
+        "over `startingOffsets`.",
+        scopes=READS,
+        example="1767225600000",
+    ),
+    Option(
+        "endingTimestamp",
+        "timestamp",
+        None,
+        "End after the last fragment persisted at or before this time "
+        "(milliseconds since the epoch); unpersisted content is then excluded.",
+        scopes=frozenset({READ}),
+        example="1767312000000",
+    ),
+    # -- format ------------------------------------------------------------------------------
+    Option(
+        "framing",
+        "enum",
+        "auto",
+        "Message framing. `auto` uses each journal's `content-type` label "
+        "(application/x-ndjson, application/x-protobuf-fixed, text/csv, text/plain).",
+        choices=FRAMINGS,
+    ),
+    Option(
+        "mode",
+        "enum",
+        "PERMISSIVE",
+        "With a user schema: how malformed JSON is handled, as in Spark's JSON "
+        "source. PERMISSIVE puts the raw text in `columnNameOfCorruptRecord` (when that column is in the "
+        "schema) and nulls elsewhere; DROPMALFORMED drops the row; FAILFAST fails the query.",
+        scopes=READS,
+        choices=MODES,
+    ),
+    Option(
+        "columnNameOfCorruptRecord",
+        "string",
+        "_corrupt_record",
+        "Column receiving malformed records in PERMISSIVE mode.",
+        scopes=READS,
+    ),
+    Option(
+        "includeMetadata",
+        "bool",
+        False,
+        "Add message metadata columns (`uuid`, `producer`, `clock`, "
+        "`flags` from Gazette message UUIDs, and the fragment's `mod_time`). With a user schema, name them "
+        "`_uuid`, `_producer`, `_clock`, `_flags`, `_mod_time`, `_journal`, `_offset` instead.",
+        scopes=READS,
+    ),
+    Option(
+        "uuidPointer",
+        "string",
+        "/_meta/uuid",
+        "JSON pointer of the message UUID in ndjson documents "
+        "(Estuary Flow and Gazette consumers use `/_meta/uuid`). For csv the UUID is column 0.",
+        example="/_meta/uuid",
+    ),
+    Option(
+        "uuidField",
+        "int",
+        0,
+        "protobuf-fixed: number of the top-level protobuf field holding each message's UUID (a `bytes` "
+        "field of its 16 bytes, or a `string` of its text form), for `readCommitted` and the metadata "
+        "columns. 0: the messages carry no UUID (each counts as committed).",
+        scopes=READS,
+        example="1",
+    ),
+    Option(
+        "readCommitted",
+        "bool",
+        False,
+        "Apply Gazette's read-committed sequencer: drop uncommitted and "
+        "rolled-back transactional messages and duplicates, and hide ACK messages. Each journal is then "
+        "read by one task, in order. Streams emit a transaction in the micro-batch holding its ACK (see "
+        "`readCommittedLookbackBytes`).",
+        scopes=READS,
+    ),
+    # -- planning ----------------------------------------------------------------------------
+    Option(
+        "maxPartitionBytes",
+        "bytes",
+        128 << 20,
+        "Target content bytes per input partition: small fragments "
+        "are coalesced up to it and the unpersisted tail is split at it. A fragment is never split.",
+        scopes=READS,
+        example="256m",
+    ),
+    Option(
+        "openCostInBytes",
+        "bytes",
+        4 << 20,
+        "Estimated cost of opening one journal piece, in bytes, when small pieces of many journals are "
+        "packed into one input partition (like Spark's `spark.sql.files.openCostInBytes`): each piece "
+        "counts as its length plus this, up to `maxPartitionBytes` a partition.",
+        scopes=READS,
+        example="1m",
+    ),
+    Option(
+        "minPartitions",
+        "int",
+        None,
+        "Packing aims for at least this many input partitions (like Spark's "
+        "`spark.sql.files.minPartitionNum`): a partition holds at most the total bytes (with open "
+        "costs) divided by it. Unset, partitions are filled up to `maxPartitionBytes`.",
+        scopes=READS,
+        example="8",
+    ),
+    Option(
+        "filterPushdown",
+        "bool",
+        False,
+        "Prune journals, fragments and offsets with the query's filters on `journal`, `offset` and "
+        "`mod_time` before any fragment is opened. Needs Spark's `spark.sql.python.filterPushdown.enabled=true` "
+        "too (off by default; Spark refuses a pushdown-capable Python reader without it).",
+        scopes=frozenset({READ}),
+    ),
+    Option(
+        "directReads",
+        "bool",
+        True,
+        "Read persisted fragments directly from the object store in the "
+        "executors. `false` reads everything through the brokers' Read RPC.",
+        scopes=READS,
+    ),
+    Option(
+        "signedUrls",
+        "bool",
+        False,
+        "Read persisted fragments through signed URLs that the brokers mint "
+        "(no store credentials needed in executors) instead of the store's own API.",
+        scopes=READS,
+    ),
+    Option("verifySha1", "bool", False, "Check every persisted fragment's SHA1 against its name.", scopes=READS),
+    Option(
+        "failOnDataLoss",
+        "bool",
+        True,
+        "Fail when content is missing (deleted or corrupt fragments, offset "
+        "jumps). `false` skips it with a warning and counts it in the task metrics.",
+        scopes=READS,
+    ),
+    # -- stores ------------------------------------------------------------------------------
+    Option(
+        "store.fileRoot",
+        "string",
+        None,
+        "Local (or mounted) directory that `file://` store URLs are rooted at, "
+        "as the brokers' `--file-root`. Without it, file-store fragments are read through the brokers.",
+        example="/mnt/gazette",
+    ),
+    Option(
+        "store.s3.endpoint",
+        "string",
+        None,
+        "S3 endpoint URL for MinIO and other S3-compatible stores "
+        "(path-style addressing); overrides the store URL's `endpoint`.",
+        example="http://minio:9000",
+    ),
+    Option("store.s3.region", "string", None, "S3 region; overrides the store URL's `region`."),
+    Option("store.s3.accessKeyId", "secret", None, "S3 access key id (else the environment/instance credentials)."),
+    Option("store.s3.secretAccessKey", "secret", None, "S3 secret access key."),
+    Option("store.s3.sessionToken", "secret", None, "S3 session token for temporary credentials."),
+    Option("store.s3.profile", "string", None, "AWS profile name; overrides the store URL's `profile`."),
+    Option("store.s3.anonymous", "bool", False, "Access public buckets without credentials."),
+    Option(
+        "store.gcs.endpoint",
+        "string",
+        None,
+        "GCS JSON API endpoint for emulators (else `STORAGE_EMULATOR_HOST`, else Google's); "
+        "requests to it are not authenticated.",
+        example="http://127.0.0.1:4443",
+    ),
+    Option(
+        "store.gcs.credentialsFile",
+        "string",
+        None,
+        "Service-account key file on the executors for `gs://` stores (else Application Default Credentials).",
+        example="/etc/gcp/reader.json",
+    ),
+    Option(
+        "store.azure.accountName",
+        "string",
+        None,
+        "Storage account of `azure://` stores (else `AZURE_ACCOUNT_NAME`, as the brokers use).",
+    ),
+    Option("store.azure.accountKey", "secret", None, "Shared key of the storage account (else `AZURE_ACCOUNT_KEY`)."),
+    Option(
+        "store.azure.sasToken",
+        "secret",
+        None,
+        "A SAS token with read and list permissions, instead of the account key.",
+    ),
+    Option(
+        "store.azure.connectionString",
+        "secret",
+        None,
+        "An Azure Storage connection string (account, key or SAS, and endpoint: also for Azurite); "
+        "overrides the other `store.azure.*` options.",
+    ),
+    # -- streaming ---------------------------------------------------------------------------
+    Option(
+        "maxBytesPerTrigger",
+        "bytes",
+        None,
+        "Admission control: at most about this many content bytes per "
+        "micro-batch, shared across journals in proportion to their backlog.",
+        scopes=frozenset({STREAM}),
+        example="512m",
+    ),
+    Option(
+        "maxOffsetsPerTrigger",
+        "string",
+        None,
+        "Refused. In Spark's Kafka source it counts records; Gazette offsets are bytes, and a record "
+        "count cannot be known before reading, so the option is an error naming `maxBytesPerTrigger`, "
+        "the byte limit to use instead.",
+        scopes=frozenset({STREAM}),
+    ),
+    Option(
+        "minBytesPerTrigger",
+        "bytes",
+        None,
+        "Wait until at least this many new bytes are available "
+        "(or `maxTriggerDelay` passed) before starting a micro-batch.",
+        scopes=frozenset({STREAM}),
+    ),
+    Option(
+        "maxTriggerDelay",
+        "duration",
+        "15m",
+        "Longest wait for `minBytesPerTrigger`.",
+        scopes=frozenset({STREAM}),
+        example="5m",
+    ),
+    Option(
+        "readCommittedLookbackBytes",
+        "bytes",
+        64 << 20,
+        "With `readCommitted`: how far before a micro-batch's start each task re-reads (without "
+        "emitting) to rebuild the sequencer's state. A transaction that began further back loses its "
+        "messages before that point (a warning names the journal and producer); set it above the longest "
+        "transaction, in journal bytes.",
+        scopes=frozenset({STREAM}),
+        example="256m",
+    ),
+    # -- writing -----------------------------------------------------------------------------
+    Option(
+        "transactional",
+        "bool",
+        False,
+        "Publish ndjson rows with Gazette message UUIDs (a producer per task, "
+        "CONTINUE_TXN) and commit with ACK messages, so read-committed readers see each row once even "
+        "across task retries.",
+        scopes=frozenset({WRITE}),
+    ),
+    Option(
+        "createJournals",
+        "string",
+        None,
+        "A journal spec (YAML or JSON, gazctl layout without a name) used to "
+        "create journals that do not exist yet. Without it, writing to a missing journal fails.",
+        scopes=frozenset({WRITE}),
+        example='{"fragment": {"length": 134217728, "compression_codec": "ZSTANDARD", '
+        '"stores": ["s3://bucket/gazette/"], "refresh_interval": "1m"}}',
+    ),
+    Option(
+        "maxBatchBytes",
+        "bytes",
+        64 << 20,
+        "An Append RPC stops taking rows once it holds about this much (the writer adds whole messages "
+        "in pieces of at most 1/8 of it).",
+        scopes=frozenset({WRITE}),
+    ),
+)
+
+#: Each option by its lower-cased key.
+BY_KEY = {o.key.lower(): o for o in OPTIONS}
+
+
+def option(key: str) -> Option:
+    return BY_KEY[key.lower()]
