@@ -344,7 +344,7 @@ class GazetteCluster:
         kwargs.setdefault("file_root", self.file_root)
         if self.auth_keys and "auth_token" not in kwargs:  # brokers started with --auth-keys
             if self._admin_token is None:
-                from pyspark_gazette.broker.auth import ALL, mint_token
+                from pyspark_gazette.protocol.auth import ALL, mint_token
 
                 self._admin_token = mint_token(self.auth_keys.split(",")[0].split()[0], ALL, ttl=24 * 3600)
             kwargs["auth_token"] = self._admin_token

@@ -52,8 +52,8 @@ def _token(args: argparse.Namespace) -> str | None:
     keys = _auth_keys(args)
     if token or not keys:
         return token
-    from pyspark_gazette.broker.auth import mint_token
     from pyspark_gazette.errors import InvalidInputError
+    from pyspark_gazette.protocol.auth import mint_token
 
     try:
         return mint_token(keys, _COMMAND_CAPS.get(args.journals_command, "READ|LIST"), None, ttl=3600)
@@ -143,10 +143,11 @@ def _check_message_ends(c: Any, journal: str, last_byte: bytes) -> None:
     journal (ndjson, lines, csv) the next append would glue its first message onto this one."""
     from pyspark_gazette.errors import FramingError, InvalidInputError
     from pyspark_gazette.message import framing_for_content_type
+    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
 
     if not last_byte or last_byte == b"\n":
         return
-    types = [lb.value for lb in c.get_journal(journal).spec.labels.labels if lb.name == "content-type"]
+    types = label_values(c.get_journal(journal).spec.labels, CONTENT_TYPE)
     try:
         framing = framing_for_content_type(types[0]) if types else None
     except FramingError:
@@ -336,9 +337,9 @@ def _utc(seconds: int) -> str:
 
 def cmd_token(args: argparse.Namespace) -> int:
     """Print a token signed with the first of the auth keys (the one thing this CLI prints a secret for)."""
-    from pyspark_gazette.broker.auth import mint_token
-    from pyspark_gazette.client.specs import parse_duration
     from pyspark_gazette.errors import InvalidInputError
+    from pyspark_gazette.protocol.auth import mint_token
+    from pyspark_gazette.protocol.durations import parse_duration
 
     keys = _auth_keys(args)
     if not keys:

@@ -30,7 +30,7 @@ import uuid
 
 import pytest
 
-from pyspark_gazette.broker.auth import ALL, mint_token
+from pyspark_gazette.protocol.auth import ALL, mint_token
 
 from . import netns, standalone
 from .helpers import HOSTS, KEY, S3_KEYS

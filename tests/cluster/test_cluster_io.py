@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from pyspark_gazette.broker.auth import APPEND, LIST, READ, mint_token
 from pyspark_gazette.message import NDJSON
+from pyspark_gazette.protocol.auth import APPEND, LIST, READ, mint_token
 
 from .helpers import KEY, S3_KEYS, create, fill, journal_spec
 

@@ -19,8 +19,8 @@ from collections import Counter
 
 import pytest
 
-from pyspark_gazette.broker.auth import APPEND, LIST, READ, mint_token
 from pyspark_gazette.message import NDJSON, Envelope, Sequencer, TransactionalPublisher, extract_uuid_json, set_uuid_at
+from pyspark_gazette.protocol.auth import APPEND, LIST, READ, mint_token
 from pyspark_gazette.spark.write.stream import HOLD_ENV
 
 from .conftest import executor_hosts, wait_until

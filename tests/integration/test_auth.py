@@ -15,10 +15,10 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
-from pyspark_gazette.broker.auth import ALL, APPEND, APPLY, LIST, READ, REPLICATE, mint_token
 from pyspark_gazette.client import ClientConfig, JournalClient
 from pyspark_gazette.errors import AuthError, AuthRefusedError, JournalNotFoundError
 from pyspark_gazette.protocol import label_set, pb, pb_grpc
+from pyspark_gazette.protocol.auth import ALL, APPEND, APPLY, LIST, READ, REPLICATE, mint_token
 
 KEY = base64.b64encode(b"integration-test-key").decode()
 OTHER_KEY = base64.b64encode(b"some-other-key").decode()

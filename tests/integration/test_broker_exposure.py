@@ -18,10 +18,10 @@ import grpc
 import pytest
 
 from pyspark_gazette.broker import EmbeddedBroker
-from pyspark_gazette.broker.auth import READ, KeySet, mint_token, verify_token
 from pyspark_gazette.broker.embedded import is_loopback, is_wildcard
 from pyspark_gazette.client import ClientConfig, JournalClient
 from pyspark_gazette.protocol import pb, pb_grpc
+from pyspark_gazette.protocol.auth import READ, KeySet, mint_token, verify_token
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "pyspark_gazette.cli"]

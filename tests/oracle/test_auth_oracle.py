@@ -49,7 +49,7 @@ def auth_target(request, tmp_path):
         yield AuthTarget("gazette", cluster.address, cluster.file_root)
         return
     from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.broker.auth import ALL, mint_token
+    from pyspark_gazette.protocol.auth import ALL, mint_token
 
     store = str(tmp_path / "store")
     with EmbeddedBroker(str(tmp_path / "broker"), file_root=store, auth_keys=KEY) as b:

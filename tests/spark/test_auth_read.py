@@ -8,7 +8,7 @@ import json
 import pytest
 from spark_helpers import events, ndjson
 
-from pyspark_gazette.broker.auth import ALL, LIST, READ, mint_token
+from pyspark_gazette.protocol.auth import ALL, LIST, READ, mint_token
 
 KEY = base64.b64encode(b"spark-auth-test-key").decode()
 

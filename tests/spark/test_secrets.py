@@ -23,7 +23,7 @@ import traceback
 import pytest
 from spark_helpers import events, ndjson
 
-from pyspark_gazette.broker.auth import ALL, READ, KeySet, mint_token
+from pyspark_gazette.protocol.auth import ALL, READ, KeySet, mint_token
 
 ACCESS_KEY = "AKIASCANSECRETAKID42"
 SECRET_KEY = "scan-secret-access-key-7f3e9b2c"

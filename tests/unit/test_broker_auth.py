@@ -1,4 +1,4 @@
-"""Unit tests of the JWT module (pyspark_gazette.broker.auth): keys, signing, verification, claims."""
+"""Unit tests of the JWT module (pyspark_gazette.protocol.auth): keys, signing, verification, claims."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from pyspark_gazette.broker import auth
-from pyspark_gazette.broker.auth import (
+from pyspark_gazette.protocol import auth, pb
+from pyspark_gazette.protocol.auth import (
     APPEND,
     LEEWAY,
     LIST,
@@ -25,7 +25,6 @@ from pyspark_gazette.broker.auth import (
     verify_bearer,
     verify_token,
 )
-from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.labels import parse_selector
 
 KEY = base64.b64encode(b"secret-key-one").decode()

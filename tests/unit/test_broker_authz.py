@@ -9,8 +9,8 @@ import time
 import grpc
 import pytest
 
-from pyspark_gazette.broker.auth import LIST, READ, KeySet, mint_token
 from pyspark_gazette.broker.authz import Authorizer, _ExpiryCanceller
+from pyspark_gazette.protocol.auth import LIST, READ, KeySet, mint_token
 
 KEY = base64.b64encode(b"authz-unit-key").decode()
 

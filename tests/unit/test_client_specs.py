@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_gazette.client.specs import dump_specs, format_duration, load_specs, parse_duration
+from pyspark_gazette.client.specs import dump_specs, load_specs
 from pyspark_gazette.errors import SpecError
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.durations import format_duration, parse_duration
 
 TREE = """
 name: examples/

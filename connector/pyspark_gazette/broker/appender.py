@@ -27,8 +27,9 @@ import grpc
 
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal, apply_registers
-from pyspark_gazette.broker.specs import check_journal_field, journal_name
+from pyspark_gazette.broker.specs import check_journal_field
 from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb, sha1sum_from_digest
+from pyspark_gazette.protocol.journals import base_journal
 from pyspark_gazette.protocol.labels import validate_label_set, validate_selector
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ def _serve(
                 validate_label_set(getattr(req, field))
     except ValueError as e:
         context.abort(grpc.StatusCode.UNKNOWN, f"registers: {e}")
-    name = journal_name(req.journal)
+    name = base_journal(req.journal)
     journal = core.journal(name)
     if journal is None or (covers is not None and not covers(journal)):
         return pb.AppendResponse(status=pb.JOURNAL_NOT_FOUND, header=headers.header())

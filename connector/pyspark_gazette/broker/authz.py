@@ -43,7 +43,7 @@ import time
 
 import grpc
 
-from pyspark_gazette.broker.auth import LEEWAY, Claims, KeySet, PermissionDeniedError, TokenError, verify_bearer
+from pyspark_gazette.protocol.auth import LEEWAY, Claims, KeySet, PermissionDeniedError, TokenError, verify_bearer
 
 log = logging.getLogger(__name__)
 

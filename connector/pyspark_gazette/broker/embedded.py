@@ -9,7 +9,7 @@ Usage::
 It binds loopback (127.0.0.1) by default, so only this machine can reach it, and says so in its
 log; pass ``host="0.0.0.0"`` (and ``auth_keys``) to serve other hosts. ``port=0`` picks a free
 port, readable from :attr:`port` and :attr:`address` once started. With ``auth_keys`` every RPC
-needs a bearer token (:mod:`pyspark_gazette.broker.auth`).
+needs a bearer token (:mod:`pyspark_gazette.protocol.auth`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from typing import Any
 
 import grpc
 
-from pyspark_gazette.broker.auth import KeySet
 from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE, BrokerCore
 from pyspark_gazette.broker.headers import new_process_suffix
 from pyspark_gazette.broker.server import JournalServicer
 from pyspark_gazette.protocol import pb_grpc
+from pyspark_gazette.protocol.auth import KeySet
 
 log = logging.getLogger(__name__)
 

@@ -130,7 +130,7 @@ def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark
     storage_options = json.loads(args.storage_options) if args.storage_options else None
     auth_keys = args.auth_keys or os.environ.get(AUTH_KEYS_ENV) or None
     if auth_keys is not None:
-        from pyspark_gazette.broker.auth import KeySet
+        from pyspark_gazette.protocol.auth import KeySet
 
         try:
             auth_keys = KeySet.parse(auth_keys)

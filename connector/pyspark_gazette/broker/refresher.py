@@ -13,11 +13,11 @@ import logging
 import time
 
 from pyspark_gazette.broker.journal import Journal
-from pyspark_gazette.broker.specs import duration_seconds
 from pyspark_gazette.broker.stores import Stores
 from pyspark_gazette.broker.worker import Worker
 from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments import FragmentRef
+from pyspark_gazette.protocol.durations import duration_seconds
 
 log = logging.getLogger(__name__)
 

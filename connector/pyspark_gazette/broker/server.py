@@ -16,14 +16,15 @@ from collections.abc import Iterator
 import grpc
 
 from pyspark_gazette.broker import appender
-from pyspark_gazette.broker.auth import APPEND, APPLY, LIST, READ, REPLICATE, Claims
 from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal
-from pyspark_gazette.broker.specs import SpecError, check_journal_field, journal_name, validate_apply
+from pyspark_gazette.broker.specs import SpecError, check_journal_field, validate_apply
 from pyspark_gazette.errors import FragmentError, FragmentNotFoundError, StoreError, StoreURLError, redact_url
 from pyspark_gazette.fragments import FragmentRef, open_decompressor, parse_store_url
 from pyspark_gazette.protocol import MAX_READ_CHUNK, pb, pb_grpc
+from pyspark_gazette.protocol.auth import APPEND, APPLY, LIST, READ, REPLICATE, Claims
+from pyspark_gazette.protocol.journals import base_journal
 from pyspark_gazette.protocol.labels import matches, validate_selector
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ class JournalServicer(pb_grpc.JournalServicer):
 
     def _resolve(self, name: str, claims: Claims | None) -> tuple[Journal | None, pb.Status]:
         """The journal and the status to answer with; one the token does not cover is not found."""
-        journal = self.core.journal(journal_name(name))
+        journal = self.core.journal(base_journal(name))
         if journal is None or (claims is not None and not claims.covers(journal.name, journal.spec.labels)):
             return None, pb.JOURNAL_NOT_FOUND
         if journal.spec.HasField("suspend") and journal.spec.suspend.level == FULL:

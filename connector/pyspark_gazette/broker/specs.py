@@ -11,10 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import posixpath
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 
@@ -22,10 +20,11 @@ from pyspark_gazette._fs import fsync_dir
 from pyspark_gazette.broker import postfix
 from pyspark_gazette.broker.headers import ClusterState, new_nonzero_id
 from pyspark_gazette.errors import SpecError
+from pyspark_gazette.protocol import journals as protocol_journals
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.durations import duration_seconds
+from pyspark_gazette.protocol.journals import base_journal
 
-NAME_SYMBOLS = set("-_+/.=%")
-MIN_NAME, MAX_NAME = 4, 512
 MIN_FRAGMENT_LENGTH, MAX_FRAGMENT_LENGTH = 1024, 1 << 34
 MIN_REFRESH, MAX_REFRESH = 1.0, 24 * 3600.0
 MIN_FLUSH = 60.0
@@ -34,29 +33,12 @@ VALID_FLAGS = {0, 1, 2, 4}
 O_RDONLY, O_WRONLY, O_RDWR = 1, 2, 4
 
 
-def duration_seconds(d: Any) -> float:
-    if d is None:
-        return 0.0
-    return d.seconds + d.nanos / 1e9
-
-
 def validate_journal_name(name: str) -> None:
-    if not (MIN_NAME <= len(name) <= MAX_NAME):
-        raise SpecError(f"invalid journal name {name!r}: length must be {MIN_NAME}..{MAX_NAME} (got {len(name)})")
-    bad = sorted({c for c in name if not (c.isalnum() or c in NAME_SYMBOLS)})
-    if bad:
-        raise SpecError(f"invalid journal name {name!r}: characters {''.join(bad)!r} are not allowed")
-    if name.startswith("/"):
-        raise SpecError(f"invalid journal name {name!r}: must not begin with '/'")
-    if posixpath.normpath(name) != name:
-        raise SpecError(f"invalid journal name {name!r}: must be a clean path (expected {posixpath.normpath(name)!r})")
-    if name == ".." or name.startswith("../"):  # clean, yet it would climb out of a store's prefix
+    """Gazette's journal-name rules (:mod:`pyspark_gazette.protocol.journals`), plus the broker's
+    store-safety rule: a clean name may still begin with ``..``, which would climb out of a store's prefix."""
+    protocol_journals.validate_journal_name(name)
+    if name == ".." or name.startswith("../"):
         raise SpecError(f"invalid journal name {name!r}: must not begin with '..'")
-
-
-def journal_name(text: str) -> str:
-    """Strip a ``;meta`` suffix (ignored for resolution)."""
-    return text.split(";", 1)[0]
 
 
 def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
@@ -66,7 +48,7 @@ def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
     it (a malformed name is a request error, not JOURNAL_NOT_FOUND).
     """
     try:
-        validate_journal_name(journal_name(name))
+        validate_journal_name(base_journal(name))
     except SpecError as e:
         context.abort(grpc.StatusCode.UNKNOWN, f"journal: {e}")
 

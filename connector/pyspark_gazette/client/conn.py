@@ -23,6 +23,7 @@ import grpc
 
 from pyspark_gazette.errors import AuthRefusedError, CancelledError, GazetteError, TransportError
 from pyspark_gazette.protocol import pb, pb_grpc
+from pyspark_gazette.protocol.journals import base_journal
 
 log = logging.getLogger(__name__)
 
@@ -185,15 +186,15 @@ class Connections:
         route = header.route
         if route.endpoints and len(route.endpoints) == len(route.members):
             with self._lock:
-                self._routes[_base_journal(journal)] = route
+                self._routes[base_journal(journal)] = route
 
     def forget_route(self, journal: str) -> None:
         with self._lock:
-            self._routes.pop(_base_journal(journal), None)
+            self._routes.pop(base_journal(journal), None)
 
     def route(self, journal: str) -> pb.Route | None:
         with self._lock:
-            return self._routes.get(_base_journal(journal))
+            return self._routes.get(base_journal(journal))
 
     def append_endpoint(self, journal: str) -> str:
         """The primary's endpoint when a route is known, else the configured address."""
@@ -237,10 +238,6 @@ class Connections:
                 log.debug("%s: %s; retrying", what, err)
                 time.sleep(backoff(attempt))
                 attempt += 1
-
-
-def _base_journal(journal: str) -> str:
-    return journal.split(";", 1)[0]
 
 
 def _open_channel(target: Target) -> grpc.Channel:

@@ -29,16 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
-import re
 from typing import Any
 
 from pyspark_gazette.errors import SpecError
 from pyspark_gazette.protocol import codec_from_name, codec_name, pb
+from pyspark_gazette.protocol.durations import duration_seconds, format_duration, parse_duration, set_duration
 
-_MAX_DURATION_SECONDS = (2**63 - 1) / 1e9  # Go's time.Duration is int64 nanoseconds
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _FLAG_NAMES = {"O_RDONLY": 1, "O_WRONLY": 2, "O_RDWR": 4, "NOT_SPECIFIED": 0}
 _NODE_KEYS = {
     "name",
@@ -61,58 +57,6 @@ _FRAGMENT_KEYS = {
     "flush_interval",
     "path_postfix_template",
 }
-
-
-def parse_duration(text: str | int | float, *, where: str = "duration") -> float:
-    """Parse a Go duration string (``"1m30s"``, ``"24h"``); a bare number means seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if not math.isfinite(text) or abs(text) > _MAX_DURATION_SECONDS:
-            raise SpecError(f"{where}: {text!r} is not a finite duration")
-        return float(text)
-    s = str(text).strip()
-    if s in ("0", ""):
-        return 0.0
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    pos, total = 0, 0.0
-    for m in _DURATION_TERM.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or pos == 0:
-        raise SpecError(f"{where}: {text!r} is not a duration (e.g. 30s, 1m, 1h30m)")
-    if total > _MAX_DURATION_SECONDS:
-        raise SpecError(f"{where}: {text!r} is longer than Go's largest duration (about 292 years)")
-    return sign * total
-
-
-def format_duration(seconds: float) -> str:
-    """Format seconds the way Go prints a ``time.Duration`` (``90`` -> ``1m30s``)."""
-    if seconds == 0:
-        return "0s"
-    sign, rest = ("-" if seconds < 0 else ""), abs(seconds)
-    if rest < 1:
-        for unit, size in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-            if rest >= size or unit == "ns":
-                return f"{sign}{rest / size:g}{unit}"
-    hours = int(rest // 3600)
-    rest -= hours * 3600
-    minutes = int(rest // 60)
-    rest -= minutes * 60
-    out = f"{hours}h" if hours else ""
-    if hours or minutes:
-        out += f"{minutes}m"
-    return f"{sign}{out}{round(rest, 9):g}s"
-
-
-def _set_duration(msg: Any, seconds: float) -> None:
-    msg.seconds = int(seconds)
-    msg.nanos = int(round((seconds - int(seconds)) * 1e9))
-
-
-def _duration_seconds(msg: Any) -> float:
-    return msg.seconds + msg.nanos / 1e9
 
 
 @dataclasses.dataclass
@@ -273,7 +217,7 @@ def _build_spec(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
     spec.fragment.stores.extend(str(s) for s in frag.get("stores", []) or [])
     for key in ("refresh_interval", "retention", "flush_interval"):
         if key in frag:
-            _set_duration(getattr(spec.fragment, key), parse_duration(frag[key], where=f"{where}.{key}"))
+            set_duration(getattr(spec.fragment, key), parse_duration(frag[key], where=f"{where}.{key}"))
     spec.fragment.path_postfix_template = str(frag.get("path_postfix_template", "") or "")
     if "suspend" in fields and fields["suspend"]:
         sus = fields["suspend"]
@@ -292,12 +236,12 @@ def spec_to_dict(spec: pb.JournalSpec, revision: int | None = None) -> dict[str,
         "length": f.length,
         "compression_codec": codec_name(f.compression_codec),
         "stores": list(f.stores),
-        "refresh_interval": format_duration(_duration_seconds(f.refresh_interval)),
+        "refresh_interval": format_duration(duration_seconds(f.refresh_interval)),
     }
-    if _duration_seconds(f.retention):
-        frag["retention"] = format_duration(_duration_seconds(f.retention))
-    if _duration_seconds(f.flush_interval):
-        frag["flush_interval"] = format_duration(_duration_seconds(f.flush_interval))
+    if duration_seconds(f.retention):
+        frag["retention"] = format_duration(duration_seconds(f.retention))
+    if duration_seconds(f.flush_interval):
+        frag["flush_interval"] = format_duration(duration_seconds(f.flush_interval))
     if f.path_postfix_template:
         frag["path_postfix_template"] = f.path_postfix_template
     out["fragment"] = frag

@@ -349,6 +349,11 @@ def matches(selector: pb.LabelSelector, labels: pb.LabelSet, *, journal_name: st
     return True
 
 
+def label_values(labels: pb.LabelSet, name: str) -> list[str]:
+    """The values of label ``name`` in ``labels``, in order (e.g. ``label_values(spec.labels, CONTENT_TYPE)``)."""
+    return [label.value for label in labels.labels if label.name == name]
+
+
 __all__ = [
     "CONTENT_TYPE",
     "INSTANCE",
@@ -361,6 +366,7 @@ __all__ = [
     "SINGLE_VALUE_LABELS",
     "TAG",
     "format_selector",
+    "label_values",
     "matches",
     "parse_selector",
     "validate_label",

@@ -144,6 +144,7 @@ def _load_specs(specs: str | os.PathLike[str] | None) -> list[Any]:
     """The journal specs to create: ``specs`` (a file) or the packaged ones; a file must define
     both quickstart journals, as ndjson."""
     from pyspark_gazette.client.specs import load_specs
+    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
 
     if specs is None:
         return load_specs(packaged_specs())
@@ -163,7 +164,7 @@ def _load_specs(specs: str | os.PathLike[str] | None) -> list[Any]:
             f"{CLICKS} and {CHECKOUTS} (start from `pyspark-gazette quickstart --print-specs`)"
         )
     for name in (CLICKS, CHECKOUTS):
-        types = [lb.value for lb in named[name].labels.labels if lb.name == "content-type"]
+        types = label_values(named[name].labels, CONTENT_TYPE)
         if types != ["application/x-ndjson"]:
             raise ValueError(f"--specs {specs}: journal {name} must have content-type application/x-ndjson")
     return nodes

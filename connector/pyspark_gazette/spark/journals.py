@@ -9,10 +9,10 @@ from typing import Any
 from pyspark_gazette.client import JournalClient, JournalInfo
 from pyspark_gazette.errors import GazetteError, JournalNotFoundError, OptionError, SpecError
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.labels import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "content-type"
 #: Framings whose messages are text (``value`` is a string column).
 TEXT_FRAMINGS = frozenset({"ndjson", "csv", "lines"})
 

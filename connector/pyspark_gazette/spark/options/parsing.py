@@ -68,11 +68,11 @@ def _parse_timestamp(key: str, text: str) -> int:
 
 
 def parse_duration(key: str, text: str) -> float:
-    from pyspark_gazette.client.specs import parse_duration
     from pyspark_gazette.errors import SpecError
+    from pyspark_gazette.protocol.durations import parse_duration as go_duration
 
     try:
-        value = parse_duration(text, where=key)
+        value = go_duration(text, where=key)
     except SpecError:
         raise OptionError(key, f"expected a duration such as 30s, 5m or 1h, got {text!r}") from None
     if value < 0:

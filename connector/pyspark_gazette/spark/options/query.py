@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 
-from pyspark_gazette.errors import OptionError
+from pyspark_gazette.errors import OptionError, SpecError
+from pyspark_gazette.protocol.journals import base_journal, validate_journal_name
 from pyspark_gazette.spark.options.connection import Connection, connection_from
 from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, parse
 from pyspark_gazette.spark.options.table import READ, STREAM, WRITE, option
@@ -97,12 +97,10 @@ class ReadOptions:
                 if start >= 0 and end >= 0 and end < start:
                     raise OptionError("endingOffsets", f"journal {journal!r} ends at {end}, before its start {start}")
         if journals:
-            from pyspark_gazette.client.conn import _base_journal
-
-            bad = [j for j in journals if not re.fullmatch(r"[A-Za-z0-9\-_+/.=%]{4,512}", _base_journal(j))]
+            bad = [j for j in journals if not _valid_journal(j)]
             if bad:
                 raise OptionError("journals", f"invalid journal name(s): {', '.join(map(repr, bad))}")
-            check_offsets_name_read_journals(starting, ending, {*journals, *map(_base_journal, journals)})
+            check_offsets_name_read_journals(starting, ending, {*journals, *map(base_journal, journals)})
         return cls(
             connection=connection_from(v),
             journals=journals,
@@ -131,6 +129,15 @@ class ReadOptions:
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
         )
+
+
+def _valid_journal(journal: str) -> bool:
+    """Whether ``journal`` (a ``;meta`` suffix stripped) is a journal name by Gazette's rules."""
+    try:
+        validate_journal_name(base_journal(journal))
+    except SpecError:
+        return False
+    return True
 
 
 def _min_partitions(value: int | None) -> int | None:

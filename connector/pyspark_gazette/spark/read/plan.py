@@ -264,7 +264,7 @@ def partition(
             groups.append(current)
         current, size = [], 0
 
-    for seg in _merge_broker_runs(segs):
+    for seg in merge_broker_runs(segs):
         if seg.fragment is None:
             flush()
             for piece in _split_tail(seg, limit, snap.framing):
@@ -278,7 +278,7 @@ def partition(
     return [GazettePartition(first_index + i, snap.name, snap.framing, tuple(g)) for i, g in enumerate(groups)]
 
 
-def _merge_broker_runs(segs: Sequence[Segment]) -> list[Segment]:
+def merge_broker_runs(segs: Sequence[Segment]) -> list[Segment]:
     """Adjacent broker-read segments become one range (one Read RPC)."""
     out: list[Segment] = []
     for seg in segs:

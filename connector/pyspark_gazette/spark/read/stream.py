@@ -106,7 +106,7 @@ def aligned_partitions(
     """
     import dataclasses
 
-    from pyspark_gazette.spark.read.plan import GazettePartition, _merge_broker_runs
+    from pyspark_gazette.spark.read.plan import GazettePartition, merge_broker_runs
 
     out: list[GazettePartition] = []
     for lo, hi in aligned_spans(framing, start, end, size):
@@ -116,7 +116,7 @@ def aligned_partitions(
             if b < e:
                 boundary = seg.boundary if b == seg.begin else False
                 pieces.append(dataclasses.replace(seg, begin=b, end=e, boundary=boundary))
-        out.append(GazettePartition(first_index + len(out), journal, framing, tuple(_merge_broker_runs(pieces))))
+        out.append(GazettePartition(first_index + len(out), journal, framing, tuple(merge_broker_runs(pieces))))
     return out
 
 

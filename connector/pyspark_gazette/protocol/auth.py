@@ -4,8 +4,9 @@ A Gazette cluster started with ``--auth-keys`` (facts sheet section 1, "Auth") r
 RPC to carry ``authorization: Bearer <JWT>``. The JWT is signed with a pre-shared key; its
 claims grant capabilities (``cap``, a bitmask) over the journals matched by a label selector
 (``sel``), until ``exp``. This module is the stdlib-only part: parse keys, sign and verify
-tokens, check capabilities and selectors. It knows nothing of gRPC; the servicer's glue is
-:mod:`pyspark_gazette.broker.authz`.
+tokens, check capabilities and selectors. It knows nothing of gRPC and is shared by both sides:
+the CLI mints tokens with it, the broker verifies them (its servicer's glue is
+:mod:`pyspark_gazette.broker.authz`).
 
 Verification follows Gazette (golang-jwt v5 with these options): algorithm HS256 or HS384,
 any of the keys may verify, ``exp`` is required, ``iat`` and ``nbf`` are checked when present,
