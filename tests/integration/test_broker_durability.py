@@ -14,8 +14,8 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
+from pyspark_gazette.broker.fragment.spool import spool_paths
 from pyspark_gazette.broker.main import spawn_broker
-from pyspark_gazette.broker.spool import spool_paths
 from pyspark_gazette.protocol import label_set, pb, pb_grpc, sha1sum_to_hex
 
 

@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pyspark_gazette.broker import postfix
-from pyspark_gazette.broker.index import FragmentIndex, cover_set
+from pyspark_gazette.broker.fragment import postfix
+from pyspark_gazette.broker.fragment.index import FragmentIndex, cover_set
+from pyspark_gazette.broker.fragment.spool import Spool
 from pyspark_gazette.broker.journal import apply_registers
-from pyspark_gazette.broker.spool import Spool
 from pyspark_gazette.fragments import FragmentRef
 from pyspark_gazette.protocol import label_set, pb
 

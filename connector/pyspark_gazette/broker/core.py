@@ -23,14 +23,14 @@ import threading
 import time
 from typing import Any
 
+from pyspark_gazette.broker.fragment.persister import Persister
+from pyspark_gazette.broker.fragment.refresher import Refresher
+from pyspark_gazette.broker.fragment.spool import CommitRecord, Spool
+from pyspark_gazette.broker.fragment.stores import Stores
+from pyspark_gazette.broker.fragment.syncer import Syncer
 from pyspark_gazette.broker.headers import HeaderFactory
 from pyspark_gazette.broker.journal import Journal, state_dir_name
-from pyspark_gazette.broker.persister import Persister
-from pyspark_gazette.broker.refresher import Refresher
 from pyspark_gazette.broker.specs import SpecRegistry
-from pyspark_gazette.broker.spool import CommitRecord, Spool
-from pyspark_gazette.broker.stores import Stores
-from pyspark_gazette.broker.syncer import Syncer
 from pyspark_gazette.protocol import pb
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import grpc
 
 from pyspark_gazette._fs import fsync_dir
-from pyspark_gazette.broker import postfix
+from pyspark_gazette.broker.fragment import postfix
 from pyspark_gazette.broker.headers import ClusterState, new_nonzero_id
 from pyspark_gazette.errors import SpecError
 from pyspark_gazette.protocol import journals as protocol_journals

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from pyspark_gazette.broker.spool import CommitRecord, Spool
+from pyspark_gazette.broker.fragment.spool import CommitRecord, Spool
 from pyspark_gazette.broker.worker import Worker
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import time
 
+from pyspark_gazette.broker.fragment.stores import Stores
 from pyspark_gazette.broker.journal import Journal
-from pyspark_gazette.broker.stores import Stores
 from pyspark_gazette.broker.worker import Worker
 from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments import FragmentRef

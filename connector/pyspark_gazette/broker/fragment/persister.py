@@ -20,10 +20,10 @@ import os
 import time
 from datetime import datetime, timezone
 
-from pyspark_gazette.broker import postfix
+from pyspark_gazette.broker.fragment import postfix
+from pyspark_gazette.broker.fragment.spool import Spool
+from pyspark_gazette.broker.fragment.stores import Stores
 from pyspark_gazette.broker.journal import Journal
-from pyspark_gazette.broker.spool import Spool
-from pyspark_gazette.broker.stores import Stores
 from pyspark_gazette.broker.worker import Worker
 from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments import Compressor, FragmentRef, FragmentStore

@@ -8,7 +8,7 @@ A spool is one local fragment. It lives in two files in the journal's state dire
   codec and its first-append time. Records are framed ``magic | length | crc32 | payload``.
 
 An append writes its chunks into the data file as they arrive, without syncing. At commit the
-record is handed to the :class:`~pyspark_gazette.broker.syncer.Syncer`, which syncs the data file,
+record is handed to the :class:`~pyspark_gazette.broker.fragment.syncer.Syncer`, which syncs the data file,
 then writes and syncs the log. Only then is the append acknowledged and made visible to readers.
 Recovery keeps the last valid record and truncates both files to it, so the bytes of an append
 that was never acknowledged (a torn tail) are dropped and nothing unacknowledged is ever visible.

@@ -1,0 +1,1 @@
+"""The broker's fragment lifecycle: spool (open fragment), index, persister, refresher, syncer, postfix and stores."""
