@@ -113,7 +113,7 @@ protocol: $(STAMP)  ## regenerate the protocol stubs from protocol.proto
 
 protocol-check: $(STAMP)  ## fail if the stubs drift from the .proto or from Gazette's wire facts
 	$(PY) tools/gen_protocol.py --check
-	$(PY) ../shared/tools/check_protocol_descriptors.py
+	$(PY) tools/check_protocol_facts.py
 
 docs-gen: $(STAMP)  ## regenerate docs/options.md and the CLI reference from the code
 	$(PY) tools/gen_docs.py

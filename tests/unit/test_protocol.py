@@ -12,11 +12,11 @@ import pytest
 from pyspark_gazette.protocol import pb, sha1sum_from_digest, sha1sum_from_hex, sha1sum_to_hex
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
-FACTS = SHARED / "gazette-protocol-fields.json"
+CHECKER = ROOT / "tools" / "check_protocol_facts.py"
+FACTS = ROOT / "tools" / "facts" / "gazette-protocol-fields.json"
 
 # A table of the facts sheet's field numbers that this test states on its own, so it fails if
-# both the .proto and the shared JSON were ever edited the same wrong way.
+# both the .proto and the facts JSON (tools/facts/) were ever edited the same wrong way.
 FIELD_NUMBERS = {
     "AppendRequest": {
         "header": 1,
@@ -137,11 +137,10 @@ def test_list_is_server_streaming_and_append_client_streaming():
     assert pb.DESCRIPTOR.services_by_name["Journal"].full_name == "protocol.Journal"
 
 
-@pytest.mark.skipif(not FACTS.exists(), reason="shared/ facts are not beside the repository")
-def test_every_fact_of_the_shared_json_matches():
-    """Runs the shared checker against our compiled descriptors."""
+def test_every_fact_of_the_facts_table_matches():
+    """Runs tools/check_protocol_facts.py against our compiled descriptors."""
     out = subprocess.run(
-        [sys.executable, str(SHARED / "tools" / "check_protocol_descriptors.py")],
+        [sys.executable, str(CHECKER)],
         cwd=ROOT,
         capture_output=True,
         text=True,

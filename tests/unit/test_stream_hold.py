@@ -1,4 +1,4 @@
-"""The streaming sink's hold hook (:func:`pyspark_gazette.spark.write.stream.testing_hold`):
+"""The streaming sink's hold hook (:func:`pyspark_gazette.testing.stream_hold`):
 where its point comes from, and that only the first process reaching the point holds."""
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from typing import NoReturn
 
 import grpc
 
+from pyspark_gazette import testing
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal, apply_registers
 from pyspark_gazette.broker.specs import check_journal_field
@@ -242,7 +243,7 @@ def _serve(
                 received += len(content)
                 chunks += 1
                 if chunks == 1 and core.hold_dir is not None:
-                    core.hold_for_test("append", name)
+                    testing.hold_rpc(core, "append", name)
             msg = source.get(started + received / rate if rate > 0 else None)
             if msg is not _EOF:
                 context.abort(grpc.StatusCode.UNKNOWN, "expected EOF after the commit message")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 from typing import Any
@@ -151,23 +150,6 @@ class BrokerCore:
             self.refresher.refresh(journal)
 
     # ---------------------------------------------------------------- shutdown
-
-    def hold_for_test(self, what: str, journal: str) -> None:
-        """Fault-injection hook: park this RPC, after its first content, until the broker stops.
-
-        Only with ``hold_dir`` set and a file ``armed`` in it. A marker file ``<what>-*`` naming
-        the journal announces the hold, so a test knows the RPC is mid-stream and can kill the
-        broker at exactly that point (see tests/spark/test_faults_broker.py).
-        """
-        if self.hold_dir is None or not os.path.exists(os.path.join(self.hold_dir, "armed")):
-            return
-        fd, _ = tempfile.mkstemp(prefix=f"{what}-", dir=self.hold_dir)
-        os.write(fd, journal.encode())
-        os.close(fd)
-        log.warning("holding a %s of %r (fault injection)", what, journal)
-        with self.changed:
-            while not self.stopping:
-                self.changed.wait(1.0)
 
     def begin_stop(self) -> None:
         """Wake every blocked read and watch so they end their streams."""

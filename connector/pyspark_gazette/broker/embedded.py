@@ -51,7 +51,7 @@ class EmbeddedBroker:
     :param max_workers: gRPC worker threads (each blocking Read or List watch holds one).
     :param max_receive_message_size: largest request message accepted.
     :param persist_timeout: seconds :meth:`stop` waits for spools to be persisted.
-    :param hold_dir: fault-injection hook for tests (see :meth:`BrokerCore.hold_for_test`).
+    :param hold_dir: fault-injection hook for tests (see :func:`pyspark_gazette.testing.hold_rpc`).
     :param auth_keys: require bearer tokens signed with these keys (Gazette's ``--auth-keys``
         form: base64, separated by whitespace or commas; or a :class:`KeySet`). None: no auth.
     :param advertise_host: the host put in :attr:`address` and response headers' routes; by

@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from pyspark_gazette import testing
 from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE
 from pyspark_gazette.broker.embedded import EmbeddedBroker
 
@@ -108,7 +109,7 @@ def build_parser(prog: str = "python -m pyspark_gazette.broker") -> argparse.Arg
         help="host name clients should use, when --listen binds a wildcard address (default: this host's name)",
     )
     p.add_argument("--log-level", default="WARNING", help="logging level (default %(default)s)")
-    p.add_argument("--test-hold-dir", default=None, help=argparse.SUPPRESS)  # fault-injection tests only
+    testing.add_broker_arguments(p)
     return p
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import grpc
 
+from pyspark_gazette import testing
 from pyspark_gazette.broker import appender
 from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import BrokerCore
@@ -225,7 +226,7 @@ class JournalServicer(pb_grpc.JournalServicer):
                     yield chunk
                     if hold:
                         hold = False
-                        core.hold_for_test("read", journal.name)
+                        testing.hold_rpc(core, "read", journal.name)
             except FileNotFoundError:
                 if frag.is_persisted:
                     raise

@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from typing import IO
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -53,6 +53,7 @@ from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.encode import Framed
 from pyspark_gazette.spark.write.task import FAIL_ENV, WritePlan, WriteTask
+from pyspark_gazette.testing import stream_hold as testing_hold
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,6 @@ SPARK_SINK_KEYS = frozenset({"checkpointlocation"})
 KEY_PREFIX = "gzsink/"
 #: How many batch ids after the current one the register check also refuses.
 FUTURE_WINDOW = 64
-#: Test hook: ``<phase>:<batch>:<dir>`` touches ``<dir>/<phase>-<batch>`` and then blocks
-#: forever when the sink reaches ``phase`` (``task-start`` / ``task-end`` in partition 0's
-#: task, ``commit-start`` / ``commit-end`` on the driver) of micro-batch ``batch``.
-HOLD_ENV = "PYSPARK_GAZETTE_TESTING_STREAM_HOLD"
 #: Seconds a process reuses the write plan it built for the same options and schema.
 PLAN_TTL = 30.0
 _plans: dict[tuple[WriteOptions, str], tuple[float, WritePlan]] = {}
@@ -122,32 +119,6 @@ def register_guard(key: str, batch: int) -> tuple[pb.LabelSelector, pb.LabelSet]
     refused = [str(b) for b in range(batch, batch + FUTURE_WINDOW + 1)]
     check = pb.LabelSelector(exclude=label_set({key: refused}))
     return check, label_set({key: str(batch)})
-
-
-def testing_hold(phase: str, batch: int, ctx: Any = None) -> None:
-    """The :data:`HOLD_ENV` test hook (a no-op unless it names this point).
-
-    The point ``phase:batch:folder`` comes from the variable, or in tasks from the Spark local
-    property of the same name (cluster tests set it for one query, as executors outlive it).
-    The first process to reach the point writes its PID to ``folder/phase-batch`` and blocks
-    until the test kills it; later ones (a retry on another executor) go on.
-    """
-    spec = os.environ.get(HOLD_ENV) or (ctx.getLocalProperty(HOLD_ENV) if ctx is not None else None)
-    if not spec:
-        return
-    want_phase, want_batch, folder = spec.split(":", 2)
-    if want_phase != phase or int(want_batch) != batch:
-        return
-    marker, draft = os.path.join(folder, f"{phase}-{batch}"), os.path.join(folder, f".{phase}-{batch}.{os.getpid()}")
-    with open(draft, "w") as f:
-        f.write(str(os.getpid()))
-    try:
-        os.link(draft, marker)  # appears whole, and only once
-    except FileExistsError:
-        return
-    finally:
-        os.unlink(draft)
-    threading.Event().wait()  # until the test kills the process
 
 
 @dataclasses.dataclass(frozen=True)

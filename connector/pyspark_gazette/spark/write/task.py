@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyspark_gazette import testing
 from pyspark_gazette.client import AppendService, AsyncAppend, Change, JournalClient, JournalInfo
 from pyspark_gazette.errors import EtcdTransactionFailedError, FramingError, GazetteError, JournalNotFoundError
 from pyspark_gazette.message import TICK, Flags, build_uuid, clock_now, new_producer_id, set_uuid_at
@@ -32,8 +32,7 @@ from pyspark_gazette.spark.write.encode import Framed, frame_values, json_lines,
 
 log = logging.getLogger(__name__)
 
-#: Test hook: the first attempt of partition 0 fails once it has appended this many rows.
-FAIL_ENV = "PYSPARK_GAZETTE_TESTING_FAIL_FIRST_ATTEMPT_AFTER_ROWS"
+FAIL_ENV = testing.FAIL_FIRST_ATTEMPT_ENV
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +100,7 @@ class WriteTask:
         self.producer = new_producer_id() if self.opts.transactional else b""
         self.clock = 0
         self.last_clock: dict[str, int] = {}
-        self.fail_after = int(os.environ.get(FAIL_ENV) or 0) if partition == 0 and attempt == 0 else 0
+        self.fail_after = testing.fail_first_attempt_after(partition, attempt)
 
     def where(self, row: int) -> str:
         return f"row {row} of partition {self.partition}"
