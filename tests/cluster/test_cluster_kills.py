@@ -21,7 +21,7 @@ import pytest
 
 from pyspark_gazette.message import NDJSON, Envelope, Sequencer, TransactionalPublisher, extract_uuid_json, set_uuid_at
 from pyspark_gazette.protocol.auth import APPEND, LIST, READ, mint_token
-from pyspark_gazette.spark.write.stream import HOLD_ENV
+from pyspark_gazette.testing import STREAM_HOLD_ENV as HOLD_ENV
 
 from .conftest import executor_hosts, wait_until
 from .helpers import KEY, S3_KEYS, create, fill, journal_spec, wait_persisted

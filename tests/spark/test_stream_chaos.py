@@ -2,7 +2,7 @@
 SIGKILL again and again at chosen points and restarted from its checkpoint.
 
 A child Python process runs the query (its own local[2] Spark). The sink's test hook
-(``HOLD_ENV`` in :mod:`pyspark_gazette.spark.write.stream`) touches a marker file and blocks
+(``STREAM_HOLD_ENV`` in :mod:`pyspark_gazette.testing`) touches a marker file and blocks
 at one point of one micro-batch; the parent waits for the marker and kills the child's whole
 process group (driver, JVM), so the kill lands exactly in that phase:
 
@@ -35,7 +35,7 @@ import pytest
 from spark_helpers import fill
 
 from pyspark_gazette.message import NDJSON
-from pyspark_gazette.spark.write.stream import HOLD_ENV
+from pyspark_gazette.testing import STREAM_HOLD_ENV as HOLD_ENV
 
 PHASES = ("task-start", "task-end", "commit-start", "commit-end", "checkpointed")
 KILLS = 10

@@ -3,10 +3,10 @@ where its point comes from, and that only the first process reaching the point h
 
 from __future__ import annotations
 
-from pyspark_gazette.spark.write import stream as stream_writer
-from pyspark_gazette.spark.write.stream import HOLD_ENV
+from pyspark_gazette import testing
+from pyspark_gazette.testing import STREAM_HOLD_ENV as HOLD_ENV
 
-hold = stream_writer.testing_hold  # (imported by its own name, pytest would collect it)
+hold = testing.stream_hold
 
 
 class Ctx:
