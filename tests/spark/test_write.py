@@ -275,34 +275,3 @@ def test_task_retry_is_exactly_once_for_read_committed_readers(broker, client, c
     assert len(ids) >= 1300 and set(ids) == set(range(1000))  # the failed attempt's rows are there
     plain = [d["id"] for d in docs(client, "test/retry-plain")]
     assert len(plain) >= 1300 and set(plain) == set(range(1000))  # plain writes: at-least-once
-
-
-def test_encoder_matches_json_dumps_on_tricky_values():
-    """The vectorised encoder (no Spark needed) against json.dumps, on sliced arrays too."""
-    import pyarrow as pa
-
-    from pyspark_gazette.message import build_uuid
-    from pyspark_gazette.spark.write.encode import json_lines, uuid_strings
-
-    strings = ["plain", 'q"uote', "back\\slash", "tab\tnew\nline\x00\x1f", "é😀\u2028", "", None]
-    table = pa.table(
-        {
-            "s": pa.array(strings),
-            "n": pa.array([1, None, -(2**63), 2**63 - 1, 0, 7, 8]),
-            "f": pa.array([0.1, 1e300, -0.0, float("inf"), None, 2.5, 3.0]),
-            "l": pa.array([['a"b'], [], None, ["\n"], ["x", None], None, []]),
-        }
-    )
-    for start in range(3):
-        part = table.slice(start)
-        data, offsets = json_lines([(name, part.column(name).combine_chunks()) for name in part.column_names])
-        lines = bytes(data).split(b"\n")[:-1]
-        assert len(lines) == len(offsets) - 1 == part.num_rows
-        for line, row in zip(lines, part.to_pylist(), strict=True):
-            doc = json.loads(line)
-            if row["f"] == float("inf"):
-                row["f"] = "Infinity"
-            assert doc == row
-    producer = bytes.fromhex("030507090b0d")
-    got = uuid_strings(producer, 0xFEDCBA9876543210, 4, 160, 2).to_pylist()
-    assert got == [str(build_uuid(producer, 0xFEDCBA9876543210 + i * 160, 2)) for i in range(4)]
