@@ -27,6 +27,7 @@ import grpc
 
 from pyspark_gazette import testing
 from pyspark_gazette.broker.core import BrokerCore
+from pyspark_gazette.broker.fragment.spool import Spool
 from pyspark_gazette.broker.journal import Journal, apply_registers
 from pyspark_gazette.broker.specs import check_journal_field
 from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb, sha1sum_from_digest
@@ -154,7 +155,43 @@ def serve_append(
 def _serve(
     core: BrokerCore, source: RequestSource, context: grpc.ServicerContext, covers: Callable[[Journal], bool] | None
 ) -> pb.AppendResponse:
+    """One Append, stage by stage: the first request, the journal, (holding the journal's append
+    lock) the preconditions and the content up to the commit, then durability and the response."""
     headers = core.headers
+    req = _first_request(source, context)
+    name = base_journal(req.journal)
+    journal = core.journal(name)
+    if journal is None or (covers is not None and not covers(journal)):
+        return pb.AppendResponse(status=pb.JOURNAL_NOT_FOUND, header=headers.header())
+    suspended = journal.spec.HasField("suspend") and journal.spec.suspend.level != NONE
+    if suspended and journal.spec.suspend.level == FULL and req.suspend != pb.AppendRequest.SUSPEND_RESUME:
+        return pb.AppendResponse(status=pb.SUSPENDED, header=headers.header())
+    journal.listed.wait()
+
+    def status(code: pb.Status, **extra) -> pb.AppendResponse:
+        return pb.AppendResponse(status=code, header=headers.header(), **extra)
+
+    with journal.append_lock:
+        refused, max_offset = _preconditions(core, journal, req, context, status)
+        if refused is not None:
+            return refused
+        received = _receive(core, journal, req, source, context, status, max_offset)
+        if isinstance(received, pb.AppendResponse):
+            return received
+        spool, begin, end, registers, chunks = received
+    journal.wait_durable(spool, end)  # group commit: sync outside the append lock
+    commit = pb.Fragment(
+        journal=name,
+        begin=begin,
+        end=end,
+        sum=sha1sum_from_digest(source.sha1.digest()),
+        compression_codec=spool.codec,  # type: ignore[arg-type]
+    )
+    return status(pb.OK, commit=commit, registers=registers, total_chunks=chunks)
+
+
+def _first_request(source: RequestSource, context: grpc.ServicerContext) -> pb.AppendRequest:
+    """The first AppendRequest, checked: no content, a valid journal, offset and registers."""
     first = source.get(None)
     if first is _EOF:
         context.abort(grpc.StatusCode.UNKNOWN, "expected a first AppendRequest with the journal")
@@ -176,96 +213,102 @@ def _serve(
                 validate_label_set(getattr(req, field))
     except ValueError as e:
         context.abort(grpc.StatusCode.UNKNOWN, f"registers: {e}")
-    name = base_journal(req.journal)
-    journal = core.journal(name)
-    if journal is None or (covers is not None and not covers(journal)):
-        return pb.AppendResponse(status=pb.JOURNAL_NOT_FOUND, header=headers.header())
+    return req
+
+
+def _preconditions(
+    core: BrokerCore,
+    journal: Journal,
+    req: pb.AppendRequest,
+    context: grpc.ServicerContext,
+    status: Callable[..., pb.AppendResponse],
+) -> tuple[pb.AppendResponse | None, int]:
+    """(the refusal, or None to go on; the journal's max offset), under the append lock:
+    registers, the append offset and the suspension mode."""
+    if journal.closed:
+        context.abort(grpc.StatusCode.UNAVAILABLE, f"journal {journal.name!r} is closing")
+    if req.HasField("check_registers") and not journal.check_registers(req.check_registers):
+        return status(pb.REGISTER_MISMATCH, registers=journal.seq_registers), 0
+    head = journal.pipeline_head()
+    with journal.cond:
+        max_offset = max(head, journal.index.remote_end())
+    if req.offset == 0 and head != max_offset and journal.writable:
+        return status(pb.INDEX_HAS_GREATER_OFFSET), max_offset
+    if req.offset != 0 and req.offset != max_offset:
+        return status(pb.WRONG_APPEND_OFFSET), max_offset
+    mode = req.suspend
     suspended = journal.spec.HasField("suspend") and journal.spec.suspend.level != NONE
-    if suspended and journal.spec.suspend.level == FULL and req.suspend != pb.AppendRequest.SUSPEND_RESUME:
-        return pb.AppendResponse(status=pb.SUSPENDED, header=headers.header())
-    journal.listed.wait()
+    if suspended and mode == pb.AppendRequest.SUSPEND_NO_RESUME:
+        return status(pb.SUSPENDED), max_offset
+    if suspended and mode in (pb.AppendRequest.SUSPEND_IF_FLUSHED, pb.AppendRequest.SUSPEND_NOW):
+        return status(pb.SUSPENDED), max_offset
+    if mode in (pb.AppendRequest.SUSPEND_IF_FLUSHED, pb.AppendRequest.SUSPEND_NOW):
+        return status(pb.NOT_ALLOWED), max_offset  # suspending journals is not supported here
+    if suspended and mode == pb.AppendRequest.SUSPEND_RESUME:
+        core.resume(journal)
+    return None, max_offset
 
-    def status(code: pb.Status, **extra) -> pb.AppendResponse:
-        return pb.AppendResponse(status=code, header=headers.header(), **extra)
 
-    with journal.append_lock:
-        if journal.closed:
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"journal {name!r} is closing")
-        if req.HasField("check_registers") and not journal.check_registers(req.check_registers):
-            return status(pb.REGISTER_MISMATCH, registers=journal.seq_registers)
-        head = journal.pipeline_head()
-        with journal.cond:
-            max_offset = max(head, journal.index.remote_end())
-        if req.offset == 0 and head != max_offset and journal.writable:
-            return status(pb.INDEX_HAS_GREATER_OFFSET)
-        if req.offset != 0 and req.offset != max_offset:
-            return status(pb.WRONG_APPEND_OFFSET)
-        mode = req.suspend
-        suspended = journal.spec.HasField("suspend") and journal.spec.suspend.level != NONE
-        if suspended and mode == pb.AppendRequest.SUSPEND_NO_RESUME:
-            return status(pb.SUSPENDED)
-        if suspended and mode in (pb.AppendRequest.SUSPEND_IF_FLUSHED, pb.AppendRequest.SUSPEND_NOW):
-            return status(pb.SUSPENDED)
-        if mode in (pb.AppendRequest.SUSPEND_IF_FLUSHED, pb.AppendRequest.SUSPEND_NOW):
-            return status(pb.NOT_ALLOWED)  # suspending journals is not supported here
-        if suspended and mode == pb.AppendRequest.SUSPEND_RESUME:
-            core.resume(journal)
-
-        now = time.time()
-        spool = journal.maybe_roll(now, target=max_offset)
-        begin = spool.seq_end
-        sha_state = spool.sha1_state()
-        rate = core.min_append_rate
-        started = time.monotonic() + INITIAL_CREDIT_SECONDS
-        received = chunks = 0
-        done = False
-        try:
-            while True:
-                deadline = started + received / rate if rate > 0 else None
-                try:
-                    msg = source.get(deadline)
-                except _Timeout:
-                    _rate_abort(core, name, received, context)
-                if msg is _EOF:
-                    context.abort(grpc.StatusCode.ABORTED, "append stream ended without a commit message (rolled back)")
-                if isinstance(msg, BaseException):
-                    context.abort(grpc.StatusCode.CANCELLED, "append stream failed (rolled back)")
-                msg, content = msg
-                if not _is_content_only(msg):
-                    context.abort(grpc.StatusCode.UNKNOWN, "expected Content chunk")
-                if not content:
-                    break  # the commit message
-                if not journal.writable:
-                    return status(pb.NOT_ALLOWED)
-                if mode == pb.AppendRequest.SUSPEND_KEEP:
-                    return status(pb.NOT_ALLOWED)
-                spool.write(content)
-                received += len(content)
-                chunks += 1
-                if chunks == 1 and core.hold_dir is not None:
-                    testing.hold_rpc(core, "append", name)
-            msg = source.get(started + received / rate if rate > 0 else None)
-            if msg is not _EOF:
-                context.abort(grpc.StatusCode.UNKNOWN, "expected EOF after the commit message")
-            if received == 0 and (req.HasField("union_registers") or req.HasField("subtract_registers")):
-                context.abort(grpc.StatusCode.UNKNOWN, "register modification requires non-empty Append")
-            registers = journal.seq_registers
-            if received:
-                registers = apply_registers(registers, req.union_registers, req.subtract_registers)
-                journal.commit(spool, registers, now)
-            end = spool.seq_end
-            done = True
-        except _Timeout:
-            _rate_abort(core, name, received, context)
-        finally:
-            if not done:
-                spool.rollback(begin, sha_state)
-    journal.wait_durable(spool, end)  # group commit: sync outside the append lock
-    commit = pb.Fragment(
-        journal=name,
-        begin=begin,
-        end=end,
-        sum=sha1sum_from_digest(source.sha1.digest()),
-        compression_codec=spool.codec,  # type: ignore[arg-type]
-    )
-    return status(pb.OK, commit=commit, registers=registers, total_chunks=chunks)
+def _receive(
+    core: BrokerCore,
+    journal: Journal,
+    req: pb.AppendRequest,
+    source: RequestSource,
+    context: grpc.ServicerContext,
+    status: Callable[..., pb.AppendResponse],
+    max_offset: int,
+) -> pb.AppendResponse | tuple[Spool, int, int, pb.LabelSet, int]:
+    """Spool the content chunks at the minimum rate up to the commit message and commit them
+    (``(spool, begin, end, registers, chunks)``), or roll them back (a refusal or an abort)."""
+    name = journal.name
+    mode = req.suspend
+    now = time.time()
+    spool = journal.maybe_roll(now, target=max_offset)
+    begin = spool.seq_end
+    sha_state = spool.sha1_state()
+    rate = core.min_append_rate
+    started = time.monotonic() + INITIAL_CREDIT_SECONDS
+    received = chunks = 0
+    done = False
+    try:
+        while True:
+            deadline = started + received / rate if rate > 0 else None
+            try:
+                msg = source.get(deadline)
+            except _Timeout:
+                _rate_abort(core, name, received, context)
+            if msg is _EOF:
+                context.abort(grpc.StatusCode.ABORTED, "append stream ended without a commit message (rolled back)")
+            if isinstance(msg, BaseException):
+                context.abort(grpc.StatusCode.CANCELLED, "append stream failed (rolled back)")
+            msg, content = msg
+            if not _is_content_only(msg):
+                context.abort(grpc.StatusCode.UNKNOWN, "expected Content chunk")
+            if not content:
+                break  # the commit message
+            if not journal.writable:
+                return status(pb.NOT_ALLOWED)
+            if mode == pb.AppendRequest.SUSPEND_KEEP:
+                return status(pb.NOT_ALLOWED)
+            spool.write(content)
+            received += len(content)
+            chunks += 1
+            if chunks == 1 and core.hold_dir is not None:
+                testing.hold_rpc(core, "append", name)
+        msg = source.get(started + received / rate if rate > 0 else None)
+        if msg is not _EOF:
+            context.abort(grpc.StatusCode.UNKNOWN, "expected EOF after the commit message")
+        if received == 0 and (req.HasField("union_registers") or req.HasField("subtract_registers")):
+            context.abort(grpc.StatusCode.UNKNOWN, "register modification requires non-empty Append")
+        registers = journal.seq_registers
+        if received:
+            registers = apply_registers(registers, req.union_registers, req.subtract_registers)
+            journal.commit(spool, registers, now)
+        end = spool.seq_end
+        done = True
+    except _Timeout:
+        _rate_abort(core, name, received, context)
+    finally:
+        if not done:
+            spool.rollback(begin, sha_state)
+    return spool, begin, end, registers, chunks
