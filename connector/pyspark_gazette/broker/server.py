@@ -1,6 +1,6 @@
 """The ``protocol.Journal`` gRPC servicer: List, Apply, Read, ListFragments, FragmentStoreHealth.
 
-Append lives in :mod:`pyspark_gazette.broker.appender`. Status outcomes (journal not found,
+Append lives in :mod:`pyspark_gazette.broker.rpc.append`. Status outcomes (journal not found,
 offset not yet available, ...) are protocol responses; malformed requests are gRPC errors with
 the reason. Gazette returns a request's ``Validate()`` error as a plain Go error, which gRPC
 sends as UNKNOWN; so does this broker (verified against gazette v0.103.0, docs/protocol.md). With auth keys, every RPC is first verified
@@ -16,10 +16,10 @@ from collections.abc import Iterator
 import grpc
 
 from pyspark_gazette import testing
-from pyspark_gazette.broker import appender
 from pyspark_gazette.broker.authz import Authorizer
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal
+from pyspark_gazette.broker.rpc import append as appender
 from pyspark_gazette.broker.specs import SpecError, check_journal_field, validate_apply
 from pyspark_gazette.errors import FragmentError, FragmentNotFoundError, StoreError, StoreURLError, redact_url
 from pyspark_gazette.fragments import FragmentRef, open_decompressor, parse_store_url
