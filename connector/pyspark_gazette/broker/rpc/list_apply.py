@@ -1,0 +1,112 @@
+"""The List and Apply RPCs: journal specs out (snapshots and watches) and in (atomic changes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+
+from pyspark_gazette.broker.core import BrokerCore
+from pyspark_gazette.broker.specs import SpecError, validate_apply
+from pyspark_gazette.errors import StoreURLError
+from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.auth import Claims
+from pyspark_gazette.protocol.labels import matches, validate_selector
+
+#: Journals per List response: Gazette v0.103.0 sends at most 1,000 (maxJournalsPerListResponse).
+LIST_PAGE = 1000
+
+
+def serve_list(
+    core: BrokerCore, request: pb.ListRequest, context: grpc.ServicerContext, claims: Claims | None
+) -> Iterator[pb.ListResponse]:
+    """List: one snapshot of the matching journals, or (``watch``) one after every change."""
+    try:
+        validate_selector(request.selector)
+    except ValueError as e:
+        context.abort(grpc.StatusCode.UNKNOWN, f"selector: {e}")
+    if not request.watch:
+        yield from _snapshot(core, request.selector, claims)
+        return
+    wake = lambda: core._notify_changed()  # noqa: E731
+    context.add_callback(wake)
+    min_revision = request.watch_resume.etcd.revision + 1 if request.HasField("watch_resume") else 0
+    seen_revision = -1
+    last_key = None
+    while True:
+        with core.changed:
+            while context.is_active() and not core.stopping:
+                revision = core.registry.state.revision
+                if revision >= min_revision and revision != seen_revision:
+                    break
+                core.changed.wait()
+            if not context.is_active() or core.stopping:
+                return
+        revision, entries = core.registry.snapshot()
+        seen_revision = revision
+        matched = [e for e in entries if _listed(request.selector, claims, e.spec)]
+        key = (len(matched), max((e.mod_revision for e in matched), default=0))
+        if key == last_key:
+            continue
+        last_key = key
+        yield from _pages(core, matched, revision)
+        yield pb.ListResponse()
+
+
+def _snapshot(core: BrokerCore, selector: pb.LabelSelector, claims: Claims | None) -> Iterator[pb.ListResponse]:
+    revision, entries = core.registry.snapshot()
+    matched = [e for e in entries if _listed(selector, claims, e.spec)]
+    yield from _pages(core, matched, revision)
+
+
+def _pages(core: BrokerCore, entries, revision: int) -> Iterator[pb.ListResponse]:
+    route = core.headers.route()
+    journals = [
+        pb.ListResponse.Journal(
+            spec=e.spec, mod_revision=e.mod_revision, create_revision=e.create_revision, route=route
+        )
+        for e in entries
+    ]
+    first = pb.ListResponse(
+        status=pb.OK, header=core.headers.header(with_route=False, revision=revision), journals=journals[:LIST_PAGE]
+    )
+    yield first
+    for i in range(LIST_PAGE, len(journals), LIST_PAGE):
+        yield pb.ListResponse(journals=journals[i : i + LIST_PAGE])
+
+
+def _listed(selector: pb.LabelSelector, claims: Claims | None, spec: pb.JournalSpec) -> bool:
+    """List's filter: the request's selector, intersected with the token's (as Gazette)."""
+    if not matches(selector, spec.labels, journal_name=spec.name):
+        return False
+    return claims is None or claims.covers(spec.name, spec.labels)
+
+
+def serve_apply(
+    core: BrokerCore, request: pb.ApplyRequest, context: grpc.ServicerContext, claims: Claims | None
+) -> pb.ApplyResponse:
+    """Apply: validate the changes, check the token covers each journal, apply them atomically."""
+    try:
+        validate_apply(request)
+    except SpecError as e:
+        context.abort(grpc.StatusCode.UNKNOWN, str(e))
+    for change in request.changes:
+        for url in change.upsert.fragment.stores if change.HasField("upsert") else ():
+            try:
+                core.stores.get(url)  # a file:// store must lie under the file root
+            except StoreURLError as e:
+                context.abort(grpc.StatusCode.UNKNOWN, f"journal {change.upsert.name!r}: {e}")
+    if claims is not None:
+        for change in request.changes:
+            if change.HasField("upsert"):
+                name, covered = change.upsert.name, claims.covers(change.upsert.name, change.upsert.labels)
+            else:
+                name, covered = change.delete, claims.covers(change.delete)
+            if not covered:
+                context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"Apply: the token's selector does not cover journal {name!r}",
+                )
+    ok, revision = core.apply(list(request.changes))
+    status = pb.OK if ok else pb.ETCD_TRANSACTION_FAILED
+    return pb.ApplyResponse(status=status, header=core.headers.header(with_route=False, revision=revision))
