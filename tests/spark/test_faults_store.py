@@ -118,7 +118,7 @@ def _assert_skipped(offsets: list[int], expected, ref: FragmentRef) -> int:
 # -- Spark: what the user sees ----------------------------------------------------------------
 
 
-#: The deleted case through Spark is tests/spark/test_read_more.py; truncated zstd is covered below.
+#: The deleted case through Spark is tests/spark/test_read_segments.py; truncated zstd is covered below.
 SPARK_KINDS = ["sha1 mismatch", "zstd undecodable", "gzip undecodable", "truncated raw"]
 
 
