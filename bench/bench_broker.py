@@ -40,7 +40,6 @@ import threading
 import time
 
 import grpc
-from google.protobuf import duration_pb2
 
 from pyspark_gazette.broker.main import spawn_broker
 from pyspark_gazette.protocol import pb, pb_grpc
@@ -161,15 +160,10 @@ def bench_read(stub, journal: str, total: int) -> float:
 
 
 def journal_spec(name: str, codec: int, fragment_mib: int) -> pb.JournalSpec:
-    return pb.JournalSpec(
-        name=name,
-        replication=1,
-        fragment=pb.JournalSpec.Fragment(
-            length=fragment_mib * MiB,
-            compression_codec=codec,
-            stores=["file:///fragments/"],
-            refresh_interval=duration_pb2.Duration(seconds=60),
-        ),
+    from benchlib import make_spec
+
+    return make_spec(
+        name, store="file:///fragments/", length=fragment_mib * MiB, codec=codec, content_type="", refresh_seconds=60
     )
 
 

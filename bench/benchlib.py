@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import pathlib
+import sys
 from typing import Any
+
+# The one JournalSpec builder of tests and benches lives in tests/journalspecs.py.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+from journalspecs import make_spec  # noqa: E402
 
 
 def local_spark(master: str = "local[2]", **conf: Any):
@@ -19,12 +25,4 @@ def local_spark(master: str = "local[2]", **conf: Any):
 
 def ndjson_spec(name: str, length: int, *, store: str = "file:///bench/", refresh_seconds: int = 3600):
     """An ndjson journal with ZSTANDARD fragments of ``length`` bytes in ``store``."""
-    from pyspark_gazette.protocol import label_set, pb
-
-    s = pb.JournalSpec(name=name, replication=1)
-    s.labels.CopyFrom(label_set({"content-type": "application/x-ndjson"}))
-    s.fragment.length = length
-    s.fragment.compression_codec = pb.ZSTANDARD
-    s.fragment.stores.append(store)
-    s.fragment.refresh_interval.seconds = refresh_seconds
-    return s
+    return make_spec(name, store=store, length=length, refresh_seconds=refresh_seconds)

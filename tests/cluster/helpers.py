@@ -23,15 +23,9 @@ def ndjson(rows: list[dict]) -> bytes:
 
 
 def journal_spec(name: str, store: str, *, length: int = 1 << 20, codec: str = "ZSTANDARD", refresh_seconds: int = 1):
-    from pyspark_gazette.protocol import label_set, pb
+    from journalspecs import make_spec
 
-    spec = pb.JournalSpec(name=name, replication=1)
-    spec.labels.CopyFrom(label_set({"content-type": "application/x-ndjson"}))
-    spec.fragment.length = length
-    spec.fragment.compression_codec = getattr(pb, codec)
-    spec.fragment.stores.append(store)
-    spec.fragment.refresh_interval.seconds = refresh_seconds
-    return spec
+    return make_spec(name, store=store, length=length, codec=codec, refresh_seconds=refresh_seconds)
 
 
 def create(client, spec) -> None:

@@ -16,6 +16,7 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
+from journalspecs import make_spec
 from pyspark_gazette.broker import EmbeddedBroker
 from pyspark_gazette.protocol import label_set, pb, pb_grpc
 
@@ -67,19 +68,17 @@ class Harness:
         flags: int = 0,
         labels: dict | None = None,
     ) -> pb.JournalSpec:
-        return pb.JournalSpec(
-            name=name,
-            replication=1,
-            labels=label_set(labels or {}),
+        return make_spec(
+            name,
+            stores=[self.store] if stores is None else list(stores),
+            length=length,
+            codec=codec,
+            content_type="",
+            labels=labels,
+            refresh_seconds=refresh,
+            flush_seconds=flush,
+            template=template,
             flags=flags,
-            fragment=pb.JournalSpec.Fragment(
-                length=length,
-                compression_codec=codec,
-                stores=[self.store] if stores is None else list(stores),
-                refresh_interval=duration(refresh),
-                flush_interval=duration(flush),
-                path_postfix_template=template,
-            ),
         )
 
     def apply(self, *changes: pb.ApplyRequest.Change) -> pb.ApplyResponse:

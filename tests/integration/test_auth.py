@@ -13,11 +13,11 @@ import time
 
 import grpc
 import pytest
-from google.protobuf import duration_pb2
 
+from journalspecs import make_spec
 from pyspark_gazette.client import ClientConfig, JournalClient
 from pyspark_gazette.errors import AuthError, AuthRefusedError, JournalNotFoundError
-from pyspark_gazette.protocol import label_set, pb, pb_grpc
+from pyspark_gazette.protocol import pb, pb_grpc
 from pyspark_gazette.protocol.auth import ALL, APPEND, APPLY, LIST, READ, REPLICATE, mint_token
 
 KEY = base64.b64encode(b"integration-test-key").decode()
@@ -37,17 +37,7 @@ NEEDS = {
 
 
 def spec(name: str, **labels: str) -> pb.JournalSpec:
-    return pb.JournalSpec(
-        name=name,
-        replication=1,
-        labels=label_set(labels),
-        fragment=pb.JournalSpec.Fragment(
-            length=1 << 20,
-            compression_codec=pb.NONE,
-            stores=[STORE],
-            refresh_interval=duration_pb2.Duration(seconds=60),
-        ),
-    )
+    return make_spec(name, store=STORE, codec=pb.NONE, content_type="", labels=labels, refresh_seconds=60)
 
 
 class AuthBroker:

@@ -10,6 +10,7 @@ import time
 import grpc
 import pytest
 
+from journalspecs import make_spec
 from pyspark_gazette.fragments import FragmentRef, FragmentStore, compress_bytes
 from pyspark_gazette.protocol import label_set, pb, pb_grpc, sha1sum_to_hex
 
@@ -256,11 +257,7 @@ def test_min_append_rate_aborts_stalled_clients(make_broker, file_root):
     broker = make_broker(min_append_rate=1024)
     channel = grpc.insecure_channel(broker.target)
     stub = pb_grpc.JournalStub(channel)
-    spec = pb.JournalSpec(
-        name="rate/journal",
-        replication=1,
-        fragment=pb.JournalSpec.Fragment(length=1 << 20, compression_codec=pb.NONE, refresh_interval={"seconds": 60}),
-    )
+    spec = make_spec("rate/journal", store="", codec=pb.NONE, content_type="", refresh_seconds=60)
     assert stub.Apply(pb.ApplyRequest(changes=[pb.ApplyRequest.Change(upsert=spec)])).status == pb.OK
     stalled = threading.Event()
 

@@ -12,8 +12,8 @@ import threading
 
 import grpc
 import pytest
-from google.protobuf import duration_pb2
 
+from journalspecs import make_spec
 from pyspark_gazette.broker.fragment.spool import spool_paths
 from pyspark_gazette.broker.main import spawn_broker
 from pyspark_gazette.protocol import label_set, pb, pb_grpc, sha1sum_to_hex
@@ -43,16 +43,7 @@ class BrokerProcess:
 
 
 def journal_spec(name, stores, length):
-    return pb.JournalSpec(
-        name=name,
-        replication=1,
-        fragment=pb.JournalSpec.Fragment(
-            length=length,
-            compression_codec=pb.ZSTANDARD,
-            stores=stores,
-            refresh_interval=duration_pb2.Duration(seconds=60),
-        ),
-    )
+    return make_spec(name, stores=stores, length=length, content_type="", refresh_seconds=60)
 
 
 def read_all(stub, journal) -> bytes:

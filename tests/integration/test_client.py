@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+import journalspecs
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
 from pyspark_gazette.errors import (
     EtcdTransactionFailedError,
@@ -23,14 +24,9 @@ from pyspark_gazette.protocol.labels import parse_selector
 
 
 def make_spec(name: str, *, store: str = "", length: int = 1 << 20, codec: int = pb.NONE, labels=None, flags: int = 0):
-    spec = pb.JournalSpec(name=name, replication=1, flags=flags)
-    spec.labels.CopyFrom(label_set(labels or {}))
-    spec.fragment.length = length
-    spec.fragment.compression_codec = codec
-    if store:
-        spec.fragment.stores.append(store)
-    spec.fragment.refresh_interval.seconds = 1
-    return spec
+    return journalspecs.make_spec(
+        name, store=store, length=length, codec=codec, content_type="", labels=labels, flags=flags
+    )
 
 
 @pytest.fixture
