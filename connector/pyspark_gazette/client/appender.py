@@ -33,6 +33,7 @@ from pyspark_gazette.errors import (
     error_for_status,
 )
 from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb
+from pyspark_gazette.protocol.journals import base_journal
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class Appender:
         if resp.status != pb.OK:
             raise error_for_status(resp.status, "Append failed", journal=self.journal, response=resp)
         commit = resp.commit
-        if commit.journal != self.journal.split(";", 1)[0] or commit.end - commit.begin != self.written:
+        if commit.journal != base_journal(self.journal) or commit.end - commit.begin != self.written:
             raise ProtocolError(
                 f"Append to {self.journal!r}: commit [{commit.begin}, {commit.end}) of journal "
                 f"{commit.journal!r} does not match the {self.written} bytes written"

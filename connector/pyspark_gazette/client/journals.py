@@ -16,6 +16,7 @@ import grpc
 from pyspark_gazette.client.conn import Connections, translate_rpc_error
 from pyspark_gazette.errors import JournalNotFoundError, ProtocolError, error_for_status
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.journals import base_journal
 from pyspark_gazette.protocol.labels import to_selector
 
 #: Etcd's limit of operations in one transaction; ``apply_in_batches`` stays below it.
@@ -116,7 +117,7 @@ def _is_delimiter(resp: pb.ListResponse) -> bool:
 
 def get_journal(conns: Connections, journal: str) -> JournalInfo:
     """The journal's spec and route; :class:`JournalNotFoundError` when it does not exist."""
-    name = journal.split(";", 1)[0]
+    name = base_journal(journal)
     sel = pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=name)]))
     for info in list_journals(conns, sel):
         if info.name == name:
