@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -44,7 +45,7 @@ class JournalServicer(pb_grpc.JournalServicer):
     # ---------------------------------------------------------------- List
 
     def List(self, request: pb.ListRequest, context: grpc.ServicerContext) -> Iterator[pb.ListResponse]:
-        claims = self.auth.verify(context, LIST, "List")
+        claims = self.auth.verify(context, LIST, "List", ends_at_expiry=True)
         try:
             validate_selector(request.selector)
         except ValueError as e:
@@ -58,15 +59,16 @@ class JournalServicer(pb_grpc.JournalServicer):
         min_revision = request.watch_resume.etcd.revision + 1 if request.HasField("watch_resume") else 0
         seen_revision = -1
         last_key = None
+        expires = None if claims is None else claims.exp
         while True:
             with core.changed:
-                while context.is_active() and not core.stopping:
+                while context.is_active() and not core.stopping and not _past(expires):
                     revision = core.registry.state.revision
                     if revision >= min_revision and revision != seen_revision:
                         break
-                    core.changed.wait()
-                if not context.is_active() or core.stopping:
-                    return
+                    core.changed.wait(_until(expires))
+                if not context.is_active() or core.stopping or _past(expires):
+                    return  # at the token's expiry the watch ends cleanly, as Gazette's
             revision, entries = core.registry.snapshot()
             seen_revision = revision
             matched = [e for e in entries if _listed(request.selector, claims, e.spec)]
@@ -119,8 +121,8 @@ class JournalServicer(pb_grpc.JournalServicer):
                     name, covered = change.delete, claims.covers(change.delete)
                 if not covered:
                     context.abort(
-                        grpc.StatusCode.PERMISSION_DENIED,
-                        f"Apply: the token's selector does not cover journal {name!r}",
+                        grpc.StatusCode.UNAUTHENTICATED,
+                        f"Apply: not authorized to {name!r}: the token's selector does not cover it",
                     )
         ok, revision = self.core.apply(list(request.changes))
         status = pb.OK if ok else pb.ETCD_TRANSACTION_FAILED
@@ -149,7 +151,8 @@ class JournalServicer(pb_grpc.JournalServicer):
         return journal, pb.OK
 
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[pb.ReadResponse]:
-        claims = self.auth.verify(context, READ, "Read")
+        claims = self.auth.verify(context, READ, "Read", ends_at_expiry=True)
+        expires = None if claims is None else claims.exp
         if request.offset < -1:
             context.abort(grpc.StatusCode.UNKNOWN, f"invalid offset {request.offset} (expected >= -1)")
         if request.end_offset < 0 or (
@@ -186,7 +189,9 @@ class JournalServicer(pb_grpc.JournalServicer):
                     result = journal.query(offset, request.begin_mod_time)
                     if result is not None or not request.block:
                         break
-                    journal.cond.wait()
+                    if _past(expires):
+                        return  # waiting past the token's expiry: end cleanly, as Gazette's Read
+                    journal.cond.wait(_until(expires))
                 write_head = journal.write_head()
                 spool = journal.spool_for(result.fragment) if result is not None else None
             if result is None:
@@ -347,3 +352,13 @@ def _stream_local(spool, offset: int, stop: int) -> Iterator[pb.ReadResponse]:
             pos += len(data)
     finally:
         os.close(fd)
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether a token's expiry (``None``: no token) has passed."""
+    return deadline is not None and time.time() >= deadline
+
+
+def _until(deadline: float | None) -> float | None:
+    """How long a wait may last before a token's expiry (``None``: unbounded)."""
+    return None if deadline is None else max(0.0, deadline - time.time())
