@@ -383,3 +383,39 @@ def test_fragment_store_health_of_a_file_store(client, broker):
         stub = pb_grpc.JournalStub(ch)
         resp = stub.FragmentStoreHealth(pb.FragmentStoreHealthRequest(fragment_store="file:///health/"), timeout=60)
     assert resp.status == pb.OK and resp.store_health_error == ""
+
+
+def test_a_stalled_append_is_aborted_at_the_minimum_rate(broker):
+    """The journal's primary gives an appender one second of credit, then requires the minimum
+    rate (64 KiB/s by default): an append that stalls after 100 bytes is rolled back with
+    Gazette's error, and none of it becomes visible. (Sent to a broker that proxies it to the
+    primary, Gazette's proxy keeps waiting for the client's next chunk: the stall is not
+    answered until the client sends again or its deadline passes. Our appenders send to the
+    primary, as the route says.)"""
+    import grpc
+
+    from pyspark_gazette.protocol import pb, pb_grpc
+
+    with broker.client() as client:
+        create(broker, client, make_spec("rate/stalled"))
+        client.append("rate/stalled", b"before\n")
+        (listed,) = [j for j in client.list_journals() if j.name == "rate/stalled"]
+    primary = listed.route.endpoints[listed.route.primary]
+    stalled = threading.Event()
+
+    def requests():
+        yield pb.AppendRequest(journal="rate/stalled")
+        yield pb.AppendRequest(content=b"x" * 100)
+        stalled.wait(60)  # never sends the rest
+
+    with grpc.insecure_channel(primary.removeprefix("http://")) as channel:
+        try:
+            with pytest.raises(grpc.RpcError) as info:
+                pb_grpc.JournalStub(channel).Append(requests(), timeout=50)
+        finally:
+            stalled.set()
+    assert info.value.code() == grpc.StatusCode.UNKNOWN
+    assert info.value.details() == "append stream: client stream didn't sustain the minimum append data rate"
+    with broker.client() as client:
+        assert client.read_all("rate/stalled") == b"before\n"
+        assert client.append("rate/stalled", b"after\n").begin == len(b"before\n")
