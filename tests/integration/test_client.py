@@ -11,6 +11,7 @@ import pytest
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
 from pyspark_gazette.errors import (
     EtcdTransactionFailedError,
+    InvalidInputError,
     JournalNotFoundError,
     NotAllowedError,
     OffsetNotYetAvailableError,
@@ -419,3 +420,28 @@ def test_a_stalled_append_is_aborted_at_the_minimum_rate(broker):
     with broker.client() as client:
         assert client.read_all("rate/stalled") == b"before\n"
         assert client.append("rate/stalled", b"after\n").begin == len(b"before\n")
+
+
+def test_append_refuses_content_that_leaves_a_line_message_open(client, broker):
+    """On a journal framed one message per line, content without a final newline would glue the
+    next append's first message onto its last: refused before anything is sent, naming the
+    journal; ``whole_messages=False`` appends it as given; other framings are not checked."""
+    import io
+
+    create(
+        broker,
+        client,
+        make_spec("whole/ndjson", labels={"content-type": "application/x-ndjson"}),
+        make_spec("whole/fixed", labels={"content-type": "application/x-protobuf-fixed"}),
+        make_spec("whole/none"),
+    )
+    client.append("whole/ndjson", b'{"a":1}\n')
+    for content in (b'{"a":2}', io.BytesIO(b'{"a":2}\n{"a":3}')):
+        with pytest.raises(InvalidInputError, match="'whole/ndjson'.*does not end with a newline"):
+            client.append("whole/ndjson", content)
+    assert client.read_all("whole/ndjson") == b'{"a":1}\n'  # nothing was appended
+    client.append("whole/ndjson", b'{"a":', whole_messages=False)
+    client.append("whole/ndjson", b"2}\n", whole_messages=False)
+    assert client.read_all("whole/ndjson") == b'{"a":1}\n{"a":2}\n'
+    for name in ("whole/fixed", "whole/none"):
+        assert client.append(name, b"\x00no-newline").end == len(b"\x00no-newline")
