@@ -43,6 +43,11 @@ def primary_of(cluster, journal: str):
     return broker
 
 
+def other_than(cluster, dead):
+    """A live broker that is not ``dead``: the address a query keeps through the kill."""
+    return next(b for b in cluster.brokers if b is not dead and b.alive())
+
+
 def kill_primary(cluster, journal: str):
     """SIGKILL the primary of ``journal``; returns a live broker's address for the query."""
     dead = primary_of(cluster, journal)
@@ -90,3 +95,62 @@ def test_batch_write_survives_a_killed_primary(spark, cluster):
     finally:
         dead.start()
         cluster.wait_primaries([journal])
+
+
+def stream_reader(spark, cluster, address: str, journals: list[str], **options):
+    r = spark.readStream.format("gazette").option("broker.address", address).option("store.fileRoot", cluster.file_root)
+    r = r.option("journals", ",".join(journals)).option("startingOffsets", "earliest")
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+@pytest.mark.timeout(300)
+def test_stream_read_survives_a_primary_killed_mid_batch(spark, cluster, tmp_path):
+    """The primary of a journal is SIGKILLed inside micro-batch 1, after Spark planned it (its
+    partitions and the driver's routes name the dead broker) and before its tasks read. Every
+    read goes through the brokers (``directReads=false``); more is appended after the kill, and
+    again after the killed broker is back. The batches' rows together are every message once."""
+    journals = [f"failover/stream-{i}" for i in range(3)]
+    cluster.apply_specs([replicated(j) for j in journals])
+    with cluster.client() as c:
+        for j in journals:
+            for b in range(4):
+                c.append(j, ndjson(events(40, b * 40)))
+    dead = primary_of(cluster, journals[0])
+    address = other_than(cluster, dead).address
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def sink(batch, batch_id):
+        if batch_id == 1:
+            dead.kill()  # Spark has planned the batch: its reads start after this
+        rows = [[r.journal, r.offset, json.loads(r.value)["id"]] for r in batch.collect()]
+        (out / f"{batch_id}.json").write_text(json.dumps(rows))
+
+    df = stream_reader(spark, cluster, address, journals, maxBytesPerTrigger="4000", directReads="false")
+    q = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    try:
+        q.processAllAvailable()
+        assert not dead.alive()
+        with cluster.client() as c:  # after the kill: appended through the new primaries
+            for j in journals:
+                c.append(j, ndjson(events(40, 160)))
+        q.processAllAvailable()
+        dead.start()
+        cluster.wait_primaries(journals)
+        with cluster.client() as c:
+            for j in journals:
+                c.append(j, ndjson(events(40, 200)))
+        q.processAllAvailable()
+    finally:
+        q.stop()
+        if not dead.alive():
+            dead.start()
+    batches = sorted(int(f.stem) for f in out.glob("*.json"))
+    assert batches == list(range(len(batches))) and len(batches) > 3, batches  # batches after the kill too
+    assert journals[0] in {j for j, _, _ in json.loads((out / "1.json").read_text())}  # read after the kill
+    rows = [tuple(r) for b in batches for r in json.loads((out / f"{b}.json").read_text())]
+    assert len(set((j, o) for j, o, _ in rows)) == len(rows)  # no message twice
+    for j in journals:
+        assert sorted(i for jj, _, i in rows if jj == j) == list(range(240)), j
