@@ -11,6 +11,10 @@ nothing lost, nothing duplicated, every line a whole message.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
+from collections import Counter
 
 import pytest
 from spark_helpers import events, ndjson
@@ -154,3 +158,100 @@ def test_stream_read_survives_a_primary_killed_mid_batch(spark, cluster, tmp_pat
     assert len(set((j, o) for j, o, _ in rows)) == len(rows)  # no message twice
     for j in journals:
         assert sorted(i for jj, _, i in rows if jj == j) == list(range(240)), j
+
+
+def killer_udf(pid: int, marker: str, at_id: int):
+    """A Python UDF passing ``id`` through that SIGKILLs process ``pid`` from inside the task
+    that meets row ``at_id`` (once: ``marker`` is created exclusively), so the kill lands while
+    a micro-batch's task runs, before its append."""
+    from pyspark.sql.functions import udf
+
+    @udf("long")
+    def pass_id(i):
+        if i == at_id:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return i
+            os.kill(pid, signal.SIGKILL)
+        return i
+
+    return pass_id
+
+
+def sink_query(spark, cluster, address, src, dst, checkpoint, transform, **options):
+    """``src`` (earliest, small batches, Trigger.AvailableNow) -> ``transform`` -> the
+    exactly-once sink into ``dst``: rows ``{id, source_offset}``."""
+    df = stream_reader(spark, cluster, address, [src], maxBytesPerTrigger="4000")
+    df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
+    df = df.withColumn("id", transform(df.id)) if transform is not None else df
+    w = df.writeStream.format("gazette").option("broker.address", address).option("journal", dst)
+    w = w.option("checkpointLocation", str(checkpoint)).option("broker.timeout", "2m")
+    for k, v in options.items():
+        w = w.option(k, v)
+    return w.trigger(availableNow=True).start()
+
+
+def source_messages(cluster, journal: str) -> Counter:
+    """(id, offset) of every message of ``journal``: what the sink must write, once each."""
+    out: Counter = Counter()
+    with cluster.client() as c:
+        pos = 0
+        for line in c.read_all(journal).splitlines(keepends=True):
+            out[(json.loads(line)["id"], pos)] += 1
+            pos += len(line)
+    return out
+
+
+def sink_output(cluster, journal: str) -> Counter:
+    """(id, source_offset) of every line of ``journal``; each line must be a whole document."""
+    with cluster.client() as c:
+        data = c.read_all(journal)
+    assert data.endswith(b"\n")
+    return Counter((d["id"], d["source_offset"]) for d in map(json.loads, data.splitlines()))
+
+
+def await_query(q, timeout: float = 240) -> None:
+    assert q.awaitTermination(timeout), f"the query did not finish within {timeout}s"
+    assert q.exception() is None, q.exception()
+
+
+@pytest.mark.timeout(400)
+def test_exactly_once_sink_survives_a_primary_killed_mid_batch(spark, cluster, tmp_path):
+    """Gazette -> Gazette through the exactly-once sink. A task of micro-batch 1 SIGKILLs the
+    sink journal's primary before its append; that append and every later one go to the
+    journal's new primary. Then the last batch is re-run from the checkpoint (its commit-log
+    entry removed, as when the driver dies before writing it): the registers, written through
+    the new primary, refuse it. The output holds every input message exactly once."""
+    src, dst = "failover/sink-in", "failover/sink-out"
+    cluster.apply_specs([replicated(src), replicated(dst)])
+    with cluster.client() as c:
+        for b in range(6):
+            c.append(src, ndjson(events(40, b * 40)))
+    want = source_messages(cluster, src)
+    dead = primary_of(cluster, dst)
+    address = other_than(cluster, dead).address
+    marker, checkpoint = tmp_path / "killed", tmp_path / "ckpt"
+    kill = killer_udf(dead.pid, str(marker), at_id=100)  # in the second of ~3 batches
+    try:
+        q = sink_query(spark, cluster, address, src, dst, checkpoint, kill)
+        await_query(q)
+        assert marker.exists() and not dead.alive()
+        batches = [p["batchId"] for p in q.recentProgress if p["numInputRows"]]
+        assert len(batches) >= 3, batches
+        assert sink_output(cluster, dst) == want
+        with cluster.client() as c:
+            size = len(c.read_all(dst))
+        last = max(batches)
+        for name in (str(last), f".{last}.crc"):
+            (checkpoint / "commits" / name).unlink()
+        q = sink_query(spark, cluster, address, src, dst, checkpoint, None)
+        await_query(q)
+        assert [p["batchId"] for p in q.recentProgress if p["numInputRows"]] == [last]  # it did run again
+        with cluster.client() as c:
+            assert len(c.read_all(dst)) == size
+        assert sink_output(cluster, dst) == want
+    finally:
+        if not dead.alive():
+            dead.start()
+            cluster.wait_primaries([src, dst])
