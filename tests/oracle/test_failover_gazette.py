@@ -34,7 +34,7 @@ def cluster(tmp_path_factory):
 
 
 def replicated(name: str, **kwargs):
-    spec = make_spec(name, length=2048, **kwargs)
+    spec = make_spec(name, **{"length": 2048, **kwargs})
     spec.replication = 3
     return spec
 
@@ -255,3 +255,67 @@ def test_exactly_once_sink_survives_a_primary_killed_mid_batch(spark, cluster, t
         if not dead.alive():
             dead.start()
             cluster.wait_primaries([src, dst])
+
+
+def persist_everything(cluster, journals: list[str], timeout: float = 60) -> None:
+    """Make every acknowledged byte of ``journals`` durable in the fragment store: a zero-byte
+    append rolls a spool longer than the fragment length (Gazette's primary then persists it at
+    once), then wait until the listing shows every fragment persisted up to the write head."""
+    deadline = time.monotonic() + timeout
+    with cluster.client() as c:
+        for j in journals:
+            c.appender(j).close()
+            head = len(c.read_all(j))
+            while True:
+                frags = [f.spec for f in c.list_fragments(j)]
+                if all(f.mod_time for f in frags) and (frags[-1].end if frags else 0) == head:
+                    break
+                assert time.monotonic() < deadline, (j, head, frags)
+                time.sleep(0.1)
+
+
+def crash_and_restart_brokers(cluster, journals: list[str]) -> None:
+    """SIGKILL every broker, start them again (same ids and ports), wait for the journals'
+    routes, and reset their heads as Gazette's operator must after losing every replica: the
+    new primaries start at offset 0 and refuse appends with INDEX_HAS_GREATER_OFFSET until an
+    append at the fragment index's end (``gazctl journals reset-head``)."""
+    for b in cluster.brokers:
+        b.kill()
+    for b in cluster.brokers:
+        b.start()
+    cluster.wait_primaries(journals, timeout=60)
+    for j in journals:
+        cluster.gazctl("journals", "reset-head", "-l", f"name={j}")
+
+
+@pytest.mark.timeout(400)
+def test_stream_through_a_crash_and_restart_of_every_broker(spark, cluster, tmp_path):
+    """Gazette -> exactly-once sink -> Gazette, running while every broker is SIGKILLed and
+    started again. Gazette keeps acknowledged content that was persisted (unpersisted spools die
+    with their last replica), so the test persists both journals before the crash. The running
+    query waits out the outage (its reads and appends retry within ``broker.timeout``) and writes
+    what is appended after the restart: the output holds every input message exactly once."""
+    src, dst = "failover/crash-in", "failover/crash-out"
+    cluster.apply_specs([replicated(src, length=1024), replicated(dst, length=1024)])
+    with cluster.client() as c:
+        for b in range(4):
+            c.append(src, ndjson(events(40, b * 40)))
+    df = stream_reader(spark, cluster, cluster.brokers[0].address, [src], maxBytesPerTrigger="4000")
+    df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
+    w = df.writeStream.format("gazette").option("broker.address", cluster.brokers[0].address).option("journal", dst)
+    q = w.option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    try:
+        q.processAllAvailable()
+        assert sink_output(cluster, dst) == source_messages(cluster, src)
+        persist_everything(cluster, [src, dst])
+        crash_and_restart_brokers(cluster, [src, dst])
+        assert q.isActive, q.exception()
+        with cluster.client() as c:
+            for b in range(4, 7):
+                c.append(src, ndjson(events(40, b * 40)))
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    want = source_messages(cluster, src)
+    assert sum(want.values()) == 280
+    assert sink_output(cluster, dst) == want
