@@ -319,3 +319,42 @@ def test_stream_through_a_crash_and_restart_of_every_broker(spark, cluster, tmp_
     want = source_messages(cluster, src)
     assert sum(want.values()) == 280
     assert sink_output(cluster, dst) == want
+
+
+@pytest.mark.timeout(300)
+def test_stream_through_an_etcd_restart(spark, cluster, tmp_path):
+    """etcd SIGKILLed and started again (same data, same port) while a Gazette -> exactly-once
+    sink stream runs, with appends while it is down. Brokers keep their assignments and serve
+    reads and appends from the state they hold; their lease keep-alives resume when etcd is back
+    within the lease TTL (etcd renews every lease when it starts), so no broker exits and no
+    journal moves. (Down longer than the lease, every broker exits: "unable to keep member
+    lease alive".) The output holds every input message exactly once."""
+    src, dst = "failover/etcd-in", "failover/etcd-out"
+    cluster.apply_specs([replicated(src), replicated(dst)])
+    with cluster.client() as c:
+        c.append(src, ndjson(events(40)))
+    pids, down = [b.pid for b in cluster.brokers], 0.0
+    df = stream_reader(spark, cluster, cluster.brokers[0].address, [src], maxBytesPerTrigger="4000")
+    df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
+    w = df.writeStream.format("gazette").option("broker.address", cluster.brokers[0].address).option("journal", dst)
+    q = w.option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    try:
+        q.processAllAvailable()
+        cluster.etcd.kill()
+        down = time.monotonic()
+        with cluster.client() as c:  # the data plane needs no etcd
+            c.append(src, ndjson(events(40, 40)))
+        cluster.etcd.start()
+        down = time.monotonic() - down  # brokers exit if it exceeds their lease (5 s)
+        with cluster.client() as c:
+            c.append(src, ndjson(events(40, 80)))
+        q.processAllAvailable()
+    finally:
+        q.stop()
+        if cluster.etcd.proc is None or cluster.etcd.proc.poll() is not None:
+            cluster.etcd.start()
+    alive = [b.alive() for b in cluster.brokers]
+    assert [b.pid for b in cluster.brokers] == pids and all(alive), f"etcd was down {down:.1f}s; alive: {alive}"
+    want = source_messages(cluster, src)
+    assert sum(want.values()) == 120
+    assert sink_output(cluster, dst) == want
