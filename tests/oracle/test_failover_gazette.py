@@ -4,8 +4,8 @@ The broker that is primary for the journals is SIGKILLed, as a crashed host; its
 expires and Gazette reassigns the journals to the survivors (4 brokers, so that 3 replicas
 remain: with only 2 live brokers Gazette refuses appends to a journal of replication 3 with
 INSUFFICIENT_JOURNAL_BROKERS until the third comes back). Batch queries started after the
-kill, and streams (source and exactly-once sink) killed while a micro-batch runs, whose
-plans and routes still name the dead broker, must finish with exactly the right data: nothing
+kill, and streams (source, exactly-once sink) whose primary is killed while a micro-batch
+runs, with plans and routes that still name the dead broker, must finish with exactly the right data: nothing
 lost, nothing duplicated, every line a whole message. Streams also run through a SIGKILL and
 restart of every broker, and of etcd. One cluster serves the module; each test restarts what it
 killed.
