@@ -78,7 +78,8 @@ OPTIONS: tuple[Option, ...] = (
         "5m",
         "How long a task keeps retrying a read or an append while no broker answers for its journal "
         "(the cluster is down, or Gazette has not reassigned the journal yet); then the task fails "
-        "naming the journal, the offset and this option. `0` retries forever.",
+        "naming the journal, the offset and this option. A running stream's planning of its next "
+        "micro-batch waits as long. `0` retries forever.",
         example="30s",
     ),
     # -- journal selection -------------------------------------------------------------------

@@ -160,6 +160,35 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             client = _planner_clients[key] = JournalClient(self.opts.connection.client_config(direct_reads=False))
         return client
 
+    def _through_outages(self, fn: Callable[[], _T]) -> _T:
+        """``fn()`` (the driver's calls of a running stream), called again while it fails with
+        gRPC ``UNAVAILABLE`` (no broker answered through the client's own few retries) for up to
+        ``broker.timeout``: a running query waits out a cluster restart as its tasks do, then
+        fails with :class:`~pyspark_gazette.errors.BrokerTimeoutError` naming the option."""
+        from pyspark_gazette.client.conn import backoff
+        from pyspark_gazette.errors import BrokerTimeoutError, TransportError
+
+        budget, since, attempt = self.opts.connection.broker_timeout, time.monotonic(), 0
+        while True:
+            try:
+                return fn()
+            except BrokerTimeoutError:
+                raise
+            except TransportError as err:
+                waited = time.monotonic() - since
+                if err.code != "UNAVAILABLE":
+                    raise
+                if budget and waited > budget:
+                    raise BrokerTimeoutError(
+                        "stream planning",
+                        "UNAVAILABLE",
+                        f"no broker answered for {waited:.0f}s, more than broker.timeout ({budget:g}s); "
+                        f"last error: {err}",
+                    ) from err
+                log.warning("gazette stream: no broker answers (%s); retrying within broker.timeout", err)
+                time.sleep(backoff(min(attempt, 4)))
+                attempt += 1
+
     def _journals(self, client) -> list:
         from pyspark_gazette.spark.journals import resolve_journals
 
@@ -219,6 +248,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._heads(self._client())
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self._through_outages(lambda: self._latest_offset(start, limit))
+
+    def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
         end = dict(start)
         backlogs: dict[str, int] = {}
         client = self._client()
@@ -256,6 +288,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return dict(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self._through_outages(lambda: self._partitions(start, end))
+
+    def _partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         from pyspark_gazette.spark.pack import pack
         from pyspark_gazette.spark.plan import GazettePartition, segments, take_snapshot
 
