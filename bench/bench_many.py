@@ -2,11 +2,14 @@
 """Many small journals: the gazette source against Spark reading as many small files, same run.
 
     .venv/bin/python bench/bench_many.py [--journals 1000,5000] [--rounds 3] [--active 10] [--triggers 6] [--persisted]
+        [--broker embedded|gazette] [--brokers 1]
 
-For each journal count N, one run creates N ndjson journals on an embedded broker (Apply in
-batches of 128), appends one small message to each (live content, read through the broker; with
-``--persisted`` a persisted fragment instead, read directly from the store) and writes the same N
-lines as N one-line files, then measures on a local[2] Spark:
+For each journal count N, one run creates N ndjson journals (Apply in batches of 128) on an
+embedded broker running in this process, or with ``--broker gazette`` on a real Gazette cluster
+(``--brokers`` ``gazette serve`` processes and etcd on loopback, from ``.bin/``: see
+tests/realgazette.py), appends one small message to each (live content, read through the broker;
+with ``--persisted``, embedded broker only, a persisted fragment instead, read directly from the
+store) and writes the same N lines as N one-line files, then measures on a local[2] Spark:
 
   (a) ``count()`` over a selector of the N journals vs ``spark.read.text`` over the N files, both
       warm, best of ``--rounds`` (interleaved), goal ratio >= 0.5 (within 2x);
@@ -100,12 +103,62 @@ def stream_triggers(
     return times
 
 
+class Embedded:
+    """The embedded broker, in this process."""
+
+    def __init__(self, base: str, store: str):
+        from pyspark_gazette.broker import EmbeddedBroker
+
+        self.store = store
+        self.broker = EmbeddedBroker(os.path.join(base, "broker"), file_root=store)
+
+    def __enter__(self):
+        self.broker.__enter__()
+        self.address = self.broker.address
+        return self
+
+    def __exit__(self, *exc):
+        self.broker.__exit__(*exc)
+
+    def apply(self, client, specs) -> None:
+        from pyspark_gazette.client import Change
+
+        client.apply_in_batches([Change(0, upsert=s) for s in specs])
+
+    def refresh(self, name: str) -> None:
+        self.broker.refresh(name)
+
+
+class RealGazette:
+    """A real Gazette cluster (etcd and ``brokers`` ``gazette serve``), stopped by PID on exit."""
+
+    def __init__(self, base: str, brokers: int):
+        sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+        from realgazette import GazetteCluster
+
+        self.cluster = GazetteCluster(os.path.join(base, "gazette"), brokers=brokers)
+        self.store = self.cluster.file_root
+
+    def __enter__(self):
+        self.cluster.start()
+        self.address = self.cluster.address
+        return self
+
+    def __exit__(self, *exc):
+        self.cluster.stop()
+
+    def apply(self, client, specs) -> None:
+        self.cluster.apply_specs(specs, timeout=300)
+
+    def refresh(self, name: str) -> None:
+        raise SystemExit("--persisted needs the embedded broker")
+
+
 def run(n: int, args, spark, work: str) -> dict:
     from pyspark.sql import functions as F
 
     from benchlib import ndjson_spec
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+    from pyspark_gazette.client import ClientConfig, JournalClient
     from pyspark_gazette.protocol import label_set
     from pyspark_gazette.spark.batch import GazetteBatchReader
     from pyspark_gazette.spark.options import ReadOptions
@@ -116,16 +169,18 @@ def run(n: int, args, spark, work: str) -> dict:
     store = os.path.join(base, "store")
     files = os.path.join(base, "files")
     os.makedirs(files)
-    with EmbeddedBroker(os.path.join(base, "broker"), file_root=store) as broker:
+    cluster = RealGazette(base, args.brokers) if args.broker == "gazette" else Embedded(base, store)
+    with cluster as broker:
+        store = broker.store
         client = JournalClient(ClientConfig(broker.address, file_root=store))
         names = [f"many/j{i:05d}" for i in range(n)]
         specs = []
         for name in names:
             spec = ndjson_spec(name, 1 << 20)
             spec.labels.CopyFrom(label_set({"content-type": "application/x-ndjson", "set": "many"}))
-            specs.append(Change(0, upsert=spec))
+            specs.append(spec)
         t = time.perf_counter()
-        client.apply_in_batches(specs)
+        broker.apply(client, specs)
         for i, name in enumerate(names):
             if args.persisted:
                 persist(broker, store, name, line(name, 0))
@@ -133,7 +188,10 @@ def run(n: int, args, spark, work: str) -> dict:
                 client.append(name, line(name, 0))
             with open(os.path.join(files, f"part-{i:05d}.json"), "wb") as f:
                 f.write(line(name, 0))
-        print(f"\n== {n} journals: created and appended in {time.perf_counter() - t:.1f}s")
+        print(
+            f"\n== {n} journals on {args.broker} ({args.brokers if args.broker == 'gazette' else 1} broker(s)):"
+            f" created and appended in {time.perf_counter() - t:.1f}s; load average {os.getloadavg()}"
+        )
 
         opts = {"broker.address": broker.address, "store.fileRoot": store, "selector": "set=many"}
 
@@ -198,6 +256,10 @@ def run(n: int, args, spark, work: str) -> dict:
         print(f"  latestOffset {min(latest_s) * 1000:.0f} ms  [{', '.join(f'{x * 1000:.0f}' for x in latest_s)}]")
         print(f"  idle trigger returns its start (no batch, no tasks): {idle_is_start}", flush=True)
 
+        if args.no_stream:
+            client.close()
+            print(f"  load average {os.getloadavg()}")
+            return {"plan": min(plan_s), "latest": min(latest_s)}
         active = names[:: max(1, n // args.active)][: args.active]
         t = args.triggers
         many = stream_triggers(spark, broker, store, client, {"selector": "set=many"}, active, t, base, n)
@@ -218,6 +280,7 @@ def run(n: int, args, spark, work: str) -> dict:
     print(f"  (p) planning {min(plan_s):.2f}s (goal < 2 s)")
     print(f"  (l) latestOffset {min(latest_s) * 1000:.0f} ms (goal < 500 ms)")
     print(f"  (s) stream {n} journals / {len(active)} journals: {stream_ratio:.2f} (goal <= 1.5)")
+    print(f"  load average {os.getloadavg()}")
     return {"ratio": ratio, "plan": min(plan_s), "latest": min(latest_s), "stream": stream_ratio}
 
 
@@ -227,6 +290,9 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--active", type=int, default=10, help="journals receiving data per stream trigger")
     p.add_argument("--triggers", type=int, default=6)
+    p.add_argument("--broker", choices=("embedded", "gazette"), default="embedded")
+    p.add_argument("--no-stream", action="store_true", help="skip (s), the streams")
+    p.add_argument("--brokers", type=int, default=1, help="gazette serve processes with --broker gazette")
     p.add_argument(
         "--persisted",
         action="store_true",
