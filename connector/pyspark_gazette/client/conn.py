@@ -243,13 +243,24 @@ def _base_journal(journal: str) -> str:
     return journal.split(";", 1)[0]
 
 
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+    ("grpc.max_send_message_length", 64 << 20),
+    ("grpc.enable_http_proxy", 0),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+
+def open_aio_channel(target: Target) -> grpc.aio.Channel:
+    """An asyncio channel with the options of :class:`Connections`' channels (create it on the
+    event loop that uses it)."""
+    if target.secure:
+        return grpc.aio.secure_channel(target.target, grpc.ssl_channel_credentials(), options=_CHANNEL_OPTIONS)
+    return grpc.aio.insecure_channel(target.target, options=_CHANNEL_OPTIONS)
+
+
 def _open_channel(target: Target) -> grpc.Channel:
-    options = [
-        ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
-        ("grpc.max_send_message_length", 64 << 20),
-        ("grpc.enable_http_proxy", 0),
-        ("grpc.keepalive_time_ms", 30_000),
-    ]
+    options = _CHANNEL_OPTIONS
     if target.secure:
         return grpc.secure_channel(target.target, grpc.ssl_channel_credentials(), options=options)
     return grpc.insecure_channel(target.target, options=options)
