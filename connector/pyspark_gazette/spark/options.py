@@ -369,6 +369,19 @@ OPTIONS: tuple[Option, ...] = (
         example="5m",
     ),
     Option(
+        "watchWriteHeads",
+        "bool",
+        False,
+        "Keep one blocking metadata-only Read open per journal of the stream, so that the broker "
+        "tells the driver of every append and `latestOffset` reads the write heads from memory "
+        "instead of asking every journal at every trigger (for selectors over thousands of "
+        "journals). Each watched journal holds a stream on a broker: a goroutine on Gazette's "
+        "brokers, a worker thread on the embedded broker (256 by default), so leave it off there. A "
+        "watched head lags an append by the broker's answer (a round trip): `processAllAvailable()` "
+        "right after an append may return before reading it.",
+        scopes=frozenset({STREAM}),
+    ),
+    Option(
         "readCommittedLookbackBytes",
         "bytes",
         64 << 20,
@@ -740,6 +753,7 @@ class ReadOptions:
     open_cost_bytes: int = 4 << 20
     min_partitions: int | None = None
     uuid_field: int = 0
+    watch_write_heads: bool = False
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -828,6 +842,7 @@ class ReadOptions:
             open_cost_bytes=v.get("openCostInBytes") or option("openCostInBytes").default,
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
+            watch_write_heads=bool(v.get("watchWriteHeads")),
         )
 
 
