@@ -16,11 +16,13 @@ store) and writes the same N lines as N one-line files, then measures on a local
   (p) driver planning of the batch read (List, ListFragments of every journal, packing), goal < 2 s;
   (r) the executor read path alone (no Spark, in this process): every packed partition read one
       piece at a time vs with the pool;
-  (l) a stream's ``latestOffset`` over the N journals, goal < 500 ms, and that an idle trigger
-      (no new data) returns its start, so Spark runs no batch and no tasks;
+  (l) a stream's ``latestOffset`` over the N journals, goal < 500 ms, also with
+      ``watchWriteHeads``, and that an idle trigger (no new data) returns its start, so Spark runs
+      no batch and no tasks;
   (s) a stream over the N journals where ``--active`` of them receive one message per trigger vs the
       same stream over just those journals: median trigger time (Spark's ``triggerExecution``) of
-      ``--triggers`` triggers after one warm-up, goal ratio <= 1.5.
+      ``--triggers`` triggers after one warm-up, goal ratio <= 1.5 (both with ``watchWriteHeads``
+      when ``--watch``).
 
 Ratios are baseline time / our time for (a) (above 1 means ours is faster) and ours / baseline
 for (s).
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -106,11 +109,12 @@ def stream_triggers(
 class Embedded:
     """The embedded broker, in this process."""
 
-    def __init__(self, base: str, store: str):
+    def __init__(self, base: str, store: str, journals: int):
         from pyspark_gazette.broker import EmbeddedBroker
 
         self.store = store
-        self.broker = EmbeddedBroker(os.path.join(base, "broker"), file_root=store)
+        # A worker thread per watched journal (watchWriteHeads) on top of the default 256.
+        self.broker = EmbeddedBroker(os.path.join(base, "broker"), file_root=store, max_workers=256 + journals)
 
     def __enter__(self):
         self.broker.__enter__()
@@ -132,11 +136,13 @@ class Embedded:
 class RealGazette:
     """A real Gazette cluster (etcd and ``brokers`` ``gazette serve``), stopped by PID on exit."""
 
-    def __init__(self, base: str, brokers: int):
+    def __init__(self, base: str, brokers: int, journals: int):
         sys.path.insert(0, os.path.join(HERE, "..", "tests"))
         from realgazette import GazetteCluster
 
-        self.cluster = GazetteCluster(os.path.join(base, "gazette"), brokers=brokers)
+        # A broker serves at most --broker.limit journals (1024 by default).
+        limit = f"--broker.limit={journals + 64}"
+        self.cluster = GazetteCluster(os.path.join(base, "gazette"), brokers=brokers, broker_args=[limit])
         self.store = self.cluster.file_root
 
     def __enter__(self):
@@ -169,7 +175,7 @@ def run(n: int, args, spark, work: str) -> dict:
     store = os.path.join(base, "store")
     files = os.path.join(base, "files")
     os.makedirs(files)
-    cluster = RealGazette(base, args.brokers) if args.broker == "gazette" else Embedded(base, store)
+    cluster = RealGazette(base, args.brokers, n) if args.broker == "gazette" else Embedded(base, store, n)
     with cluster as broker:
         store = broker.store
         client = JournalClient(ClientConfig(broker.address, file_root=store))
@@ -243,6 +249,14 @@ def run(n: int, args, spark, work: str) -> dict:
         limit = sr.getDefaultReadLimit()
         latest_s = [timed(lambda: sr.latestOffset(start, limit)) for _ in range(args.rounds)]
         idle_is_start = sr.latestOffset(start, limit) == start
+        # (l') the same with watchWriteHeads: the first call sweeps and starts the watches.
+        srw = GazetteStreamReader(ReadOptions.parse({**opts, "watchWriteHeads": "true"}, streaming=True), schema)
+        try:
+            srw.latestOffset(start, limit)
+            latest_w = [timed(lambda: srw.latestOffset(start, limit)) for _ in range(args.rounds)]
+            idle_is_start = idle_is_start and srw.latestOffset(start, limit) == start
+        finally:
+            srw.stop()
 
         best = {k: min(v) for k, v in rounds.items()}
         print(f"best of {args.rounds} rounds on local[2] (all rounds in brackets)")
@@ -254,18 +268,31 @@ def run(n: int, args, spark, work: str) -> dict:
             f"  source only, one process, by reads at once: {', '.join(f'{k}: {v:.2f}s' for k, v in source_s.items())}"
         )
         print(f"  latestOffset {min(latest_s) * 1000:.0f} ms  [{', '.join(f'{x * 1000:.0f}' for x in latest_s)}]")
+        print(
+            f"  latestOffset, watchWriteHeads {min(latest_w) * 1000:.0f} ms"
+            f"  [{', '.join(f'{x * 1000:.0f}' for x in latest_w)}]"
+        )
         print(f"  idle trigger returns its start (no batch, no tasks): {idle_is_start}", flush=True)
 
         if args.no_stream:
             client.close()
             print(f"  load average {os.getloadavg()}")
-            return {"plan": min(plan_s), "latest": min(latest_s)}
+            return {"plan": min(plan_s), "latest": min(latest_s), "latest_watch": min(latest_w)}
         active = names[:: max(1, n // args.active)][: args.active]
         t = args.triggers
-        many = stream_triggers(spark, broker, store, client, {"selector": "set=many"}, active, t, base, n)
+        watch = {"watchWriteHeads": "true"} if args.watch else {}
+        many = stream_triggers(spark, broker, store, client, {"selector": "set=many", **watch}, active, t, base, n)
         # The active journals now hold 1 + (t + 1) messages each.
         few = stream_triggers(
-            spark, broker, store, client, {"journals": ",".join(active)}, active, t, base, len(active) * (t + 2)
+            spark,
+            broker,
+            store,
+            client,
+            {"journals": ",".join(active), **watch},
+            active,
+            t,
+            base,
+            len(active) * (t + 2),
         )
         client.close()
 
@@ -278,7 +305,9 @@ def run(n: int, args, spark, work: str) -> dict:
     small = best["spark.read.text count()"] / best["gazette, openCost 1m"]
     print(f"  (a') the same with openCostInBytes=1m: ratio {small:.2f}")
     print(f"  (p) planning {min(plan_s):.2f}s (goal < 2 s)")
-    print(f"  (l) latestOffset {min(latest_s) * 1000:.0f} ms (goal < 500 ms)")
+    print(
+        f"  (l) latestOffset {min(latest_s) * 1000:.0f} ms (goal < 500 ms); watchWriteHeads {min(latest_w) * 1000:.0f} ms"
+    )
     print(f"  (s) stream {n} journals / {len(active)} journals: {stream_ratio:.2f} (goal <= 1.5)")
     print(f"  load average {os.getloadavg()}")
     return {"ratio": ratio, "plan": min(plan_s), "latest": min(latest_s), "stream": stream_ratio}
@@ -292,6 +321,7 @@ def main() -> int:
     p.add_argument("--triggers", type=int, default=6)
     p.add_argument("--broker", choices=("embedded", "gazette"), default="embedded")
     p.add_argument("--no-stream", action="store_true", help="skip (s), the streams")
+    p.add_argument("--watch", action="store_true", help="the (s) streams use watchWriteHeads")
     p.add_argument("--brokers", type=int, default=1, help="gazette serve processes with --broker gazette")
     p.add_argument(
         "--persisted",
@@ -301,6 +331,7 @@ def main() -> int:
     args = p.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop the brokers
     sys.path.insert(0, HERE)
     from benchlib import local_spark
 
