@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from journalspecs import make_spec
 
+from journalspecs import make_spec
 from pyspark_gazette.client import Change
 from pyspark_gazette.client.heads import HeadWatcher, sweep_heads, write_head
 from pyspark_gazette.errors import JournalNotFoundError
@@ -42,8 +42,8 @@ def test_sweep_returns_every_journals_write_head(backend, client):
             client.append(n, b'{"k":%d}\n' % k)
     expected = {n: len(b"".join(b'{"k":%d}\n' % k for k in range(i % 3))) for i, n in enumerate(names)}
     client.list_journals("")  # routes, as a planner has them
-    assert sweep_heads(client.conns, names, threads=8) == expected
-    assert sweep_heads(client.conns, names, threads=1) == expected
+    assert sweep_heads(client.conns, names, window=8) == expected
+    assert sweep_heads(client.conns, names, window=1) == expected
     assert write_head(client.conns, names[2]) == expected[names[2]]
 
 
@@ -82,3 +82,24 @@ def test_watcher_forgets_a_deleted_journal(backend, client):
         wait_for(lambda: names[0] not in w.watched(), "the deleted journal's watch to end")
         head = client.append(names[1], b"still\n").end
         wait_for(lambda: w.heads(names) == {names[1]: head}, "the other journal's watch to go on")
+
+
+def test_list_fragments_many_lists_each_journal_in_order(backend, client):
+    from pyspark_gazette.client.journals import list_fragments, list_fragments_many
+
+    names = [f"heads/f{i:02d}" for i in range(10)]
+    create(backend, client, names)
+    for i, n in enumerate(names):
+        for k in range(i % 4):
+            client.append(n, b'{"k":%d}\n' % k)
+    client.list_journals("")
+    expected = [(n, list_fragments(client.conns, n)) for n in names]
+    assert [len(f) for _, f in expected] != [0] * len(names)
+    for window in (1, 3, 128):
+        assert list(list_fragments_many(client.conns, names, window=window)) == expected
+    # A missing journal raises where it comes, after the journals before it.
+    got = []
+    with pytest.raises(JournalNotFoundError):
+        for item in list_fragments_many(client.conns, [*names[:4], "heads/never-created", *names[4:]], window=3):
+            got.append(item)
+    assert got == expected[:4]

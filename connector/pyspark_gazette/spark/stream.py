@@ -8,7 +8,7 @@ scales with the object store.
 * ``initialOffset``: ``startingOffsets`` (default ``latest``, like Spark's Kafka source) or
   ``startingTimestamp``.
 * ``latestOffset(start, limit)``: the journals' write heads (one List, then one metadata-only
-  Read per journal, :data:`SWEEP_THREADS` at a time: no fragment listing), cut by the read limit.
+  Read per journal, a window of them in flight: no fragment listing), cut by the read limit.
   With ``watchWriteHeads``, a :class:`~pyspark_gazette.client.heads.HeadWatcher` keeps a blocking
   metadata-only Read open per journal and only journals it does not watch yet are asked.
   With no new data it returns ``start`` and Spark runs no batch (no tasks). ``maxBytesPerTrigger`` (or Spark's
@@ -191,12 +191,12 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         names = [info.name for info in self._journals(client)]
         if fresh or not self.opts.watch_write_heads:
-            return sweep_heads(client.conns, names, SWEEP_THREADS)
+            return sweep_heads(client.conns, names)
         watcher = _watchers.get(self._token)
         if watcher is None:
             watcher = _watchers[self._token] = HeadWatcher(client.conns)
         known = watcher.heads(names)
-        asked = sweep_heads(client.conns, [n for n in names if n not in known], SWEEP_THREADS)
+        asked = sweep_heads(client.conns, [n for n in names if n not in known])
         watcher.watch(asked)
         gone = watcher.watched().difference(names)
         if gone:
