@@ -2,7 +2,7 @@
 """Many small journals: the gazette source against Spark reading as many small files, same run.
 
     .venv/bin/python bench/bench_many.py [--journals 1000,5000] [--rounds 3] [--active 10] [--triggers 6] [--persisted]
-        [--broker embedded|gazette] [--brokers 1]
+        [--broker embedded|gazette] [--brokers 1] [--open-costs 4m,1m] [--watch] [--no-stream]
 
 For each journal count N, one run creates N ndjson journals (Apply in batches of 128) on an
 embedded broker running in this process, or with ``--broker gazette`` on a real Gazette cluster
@@ -207,15 +207,20 @@ def run(n: int, args, spark, work: str) -> dict:
                 r = r.option(k, v)
             return r.load()
 
+        costs = [c for c in args.open_costs.split(",") if c]
+
+        def gz_count(**more):
+            return lambda: gz(**more).agg(F.count("value")).collect()[0][0]
+
         cases = {
-            "gazette count()": lambda: gz().agg(F.count("value")).collect()[0][0],
-            "gazette, openCost 1m": lambda: gz(openCostInBytes="1m").agg(F.count("value")).collect()[0][0],
+            "gazette count()": gz_count(),
+            **{f"gazette, openCost {c}": gz_count(openCostInBytes=c) for c in costs},
             "spark.read.text count()": lambda: spark.read.text(files).agg(F.count("value")).collect()[0][0],
         }
         assert all(fn() == n for fn in cases.values())  # and warm-up
         parts = {
             "gazette": gz().rdd.getNumPartitions(),
-            "gazette, openCost 1m": gz(openCostInBytes="1m").rdd.getNumPartitions(),
+            **{f"gazette, openCost {c}": gz(openCostInBytes=c).rdd.getNumPartitions() for c in costs},
             "text": spark.read.text(files).rdd.getNumPartitions(),
         }
         rounds: dict[str, list[float]] = {k: [] for k in cases}
@@ -302,8 +307,9 @@ def run(n: int, args, spark, work: str) -> dict:
     ratio = best["spark.read.text count()"] / best["gazette count()"]
     stream_ratio = statistics.median(many) / statistics.median(few)
     print(f"  (a) count() vs spark.read.text: ratio {ratio:.2f} (goal >= 0.5)")
-    small = best["spark.read.text count()"] / best["gazette, openCost 1m"]
-    print(f"  (a') the same with openCostInBytes=1m: ratio {small:.2f}")
+    for c in costs:
+        small = best["spark.read.text count()"] / best[f"gazette, openCost {c}"]
+        print(f"  (a') the same with openCostInBytes={c}: ratio {small:.2f}")
     print(f"  (p) planning {min(plan_s):.2f}s (goal < 2 s)")
     print(
         f"  (l) latestOffset {min(latest_s) * 1000:.0f} ms (goal < 500 ms); watchWriteHeads {min(latest_w) * 1000:.0f} ms"
@@ -322,6 +328,11 @@ def main() -> int:
     p.add_argument("--broker", choices=("embedded", "gazette"), default="embedded")
     p.add_argument("--no-stream", action="store_true", help="skip (s), the streams")
     p.add_argument("--watch", action="store_true", help="the (s) streams use watchWriteHeads")
+    p.add_argument(
+        "--open-costs",
+        default="4m,1m",
+        help="(a) also with these openCostInBytes, comma-separated (default %(default)s)",
+    )
     p.add_argument("--brokers", type=int, default=1, help="gazette serve processes with --broker gazette")
     p.add_argument(
         "--persisted",
