@@ -54,8 +54,10 @@ def test_many_one_message_journals_read_in_few_partitions(spark, broker, client)
     assert sorted((r.journal, r.offset, r.value) for r in rows) == sorted(
         (n, 0, line(n, 0).decode().strip()) for n in names
     )
-    # 120 pieces of (~35 bytes + 4 MiB open cost) in 128 MiB partitions: 31 a partition.
-    assert df.rdd.getNumPartitions() == 4
+    # 120 pieces of (~35 bytes + the 256 KiB default open cost) in 128 MiB partitions: one.
+    assert df.rdd.getNumPartitions() == 1
+    # With Spark's 4 MiB open cost: 31 a partition.
+    assert reader(spark, broker, selector="set=many", openCostInBytes="4m").load().rdd.getNumPartitions() == 4
     # minPartitions spreads them out again.
     assert reader(spark, broker, selector="set=many", minPartitions="10").load().rdd.getNumPartitions() >= 10
 
@@ -166,7 +168,7 @@ def test_stream_over_many_journals_packs_deterministic_partitions(spark, broker,
     second = len(ndjson(events(1)))
     assert sorted((r.journal, r.offset) for r in got) == sorted((n, o) for n in names for o in (0, second))
 
-    sr = GazetteStreamReader(read_opts(broker, selector="set=stm"), df.schema)
+    sr = GazetteStreamReader(read_opts(broker, selector="set=stm", openCostInBytes="4m"), df.schema)
     start = {n: 0 for n in names}
     end = sr.latestOffset(start, sr.getDefaultReadLimit())
     first = sr.partitions(start, end)

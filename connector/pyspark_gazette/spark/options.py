@@ -224,12 +224,15 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "openCostInBytes",
         "bytes",
-        4 << 20,
+        256 << 10,
         "Estimated cost of opening one journal piece, in bytes, when small pieces of many journals are "
         "packed into one input partition (like Spark's `spark.sql.files.openCostInBytes`): each piece "
-        "counts as its length plus this, up to `maxPartitionBytes` a partition.",
+        "counts as its length plus this, up to `maxPartitionBytes` a partition. Lower than Spark's 4 MiB: "
+        "a Spark task of this Python source costs far more than opening a piece (a Read RPC or a store "
+        "GET, about a millisecond), so 512 one-message journals share a task, not 32 (the default was "
+        '4m before; see docs/benchmarks.md, "Many small journals").',
         scopes=READS,
-        example="1m",
+        example="4m",
     ),
     Option(
         "minPartitions",
@@ -750,7 +753,7 @@ class ReadOptions:
     min_bytes_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
     read_committed_lookback: int = 64 << 20
-    open_cost_bytes: int = 4 << 20
+    open_cost_bytes: int = 256 << 10
     min_partitions: int | None = None
     uuid_field: int = 0
     watch_write_heads: bool = False
