@@ -225,12 +225,15 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "openCostInBytes",
         "bytes",
-        4 << 20,
+        256 << 10,
         "Estimated cost of opening one journal piece, in bytes, when small pieces of many journals are "
         "packed into one input partition (like Spark's `spark.sql.files.openCostInBytes`): each piece "
-        "counts as its length plus this, up to `maxPartitionBytes` a partition.",
+        "counts as its length plus this, up to `maxPartitionBytes` a partition. Lower than Spark's 4 MiB: "
+        "a Spark task of this Python source costs far more than opening a piece (a Read RPC or a store "
+        "GET, about a millisecond), so 512 one-message journals share a task, not 32 (the default was "
+        '4m before; see docs/benchmarks.md, "Many small journals").',
         scopes=READS,
-        example="1m",
+        example="4m",
     ),
     Option(
         "minPartitions",
@@ -368,6 +371,19 @@ OPTIONS: tuple[Option, ...] = (
         "Longest wait for `minBytesPerTrigger`.",
         scopes=frozenset({STREAM}),
         example="5m",
+    ),
+    Option(
+        "watchWriteHeads",
+        "bool",
+        False,
+        "Keep one blocking metadata-only Read open per journal of the stream, so that the broker "
+        "tells the driver of every append and `latestOffset` reads the write heads from memory "
+        "instead of asking every journal at every trigger (for selectors over thousands of "
+        "journals). Each watched journal holds a stream on a broker: a goroutine on Gazette's "
+        "brokers, a worker thread on the embedded broker (256 by default), so leave it off there. A "
+        "watched head lags an append by the broker's answer (a round trip): `processAllAvailable()` "
+        "right after an append may return before reading it.",
+        scopes=frozenset({STREAM}),
     ),
     Option(
         "readCommittedLookbackBytes",
@@ -738,9 +754,10 @@ class ReadOptions:
     min_bytes_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
     read_committed_lookback: int = 64 << 20
-    open_cost_bytes: int = 4 << 20
+    open_cost_bytes: int = 256 << 10
     min_partitions: int | None = None
     uuid_field: int = 0
+    watch_write_heads: bool = False
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -829,6 +846,7 @@ class ReadOptions:
             open_cost_bytes=v.get("openCostInBytes") or option("openCostInBytes").default,
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
+            watch_write_heads=bool(v.get("watchWriteHeads")),
         )
 
 

@@ -8,7 +8,9 @@ scales with the object store.
 * ``initialOffset``: ``startingOffsets`` (default ``latest``, like Spark's Kafka source) or
   ``startingTimestamp``.
 * ``latestOffset(start, limit)``: the journals' write heads (one List, then one metadata-only
-  Read per journal, :data:`SWEEP_THREADS` at a time: no fragment listing), cut by the read limit.
+  Read per journal, a window of them in flight: no fragment listing), cut by the read limit.
+  With ``watchWriteHeads``, a :class:`~pyspark_gazette.client.heads.HeadWatcher` keeps a blocking
+  metadata-only Read open per journal and only journals it does not watch yet are asked.
   With no new data it returns ``start`` and Spark runs no batch (no tasks). ``maxBytesPerTrigger`` (or Spark's
   ``ReadMaxBytes``) is shared across journals: each journal with a backlog first gets up to
   ``limit / (2 * journals)``, the rest is shared in proportion to the remaining backlogs, so a
@@ -37,6 +39,7 @@ transaction members): see :mod:`pyspark_gazette.spark.stream_committed`.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,9 +61,11 @@ from pyspark_gazette.spark.options import ReadOptions
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 #: Metadata reads (write heads) and listings in flight at once on the driver.
-SWEEP_THREADS = 16
+SWEEP_THREADS = 32
 #: Clients of the driver-side stream readers, by connection (see ``GazetteStreamReader._client``).
 _planner_clients: dict = {}
+#: Write-head watchers of the driver-side stream readers (``watchWriteHeads``), by reader token.
+_watchers: dict = {}
 
 
 def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
@@ -142,6 +147,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, int] | None = None
         self._last_batch = time.monotonic()
         self._latest: dict[str, int] | None = None
+        self._token = os.urandom(8).hex()  # names this reader's watcher (the reader is pickled)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -196,16 +202,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @staticmethod
     def _write_head(client, journal: str) -> int:
-        from pyspark_gazette.errors import OffsetNotYetAvailableError
+        from pyspark_gazette.client.heads import write_head
 
-        # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE
-        # with the write head, which the reader keeps.
-        with client.retry_reader(journal, -1, metadata_only=True, do_not_proxy=False) as r:
-            try:
-                r.read()
-            except OffsetNotYetAvailableError:
-                pass
-            return r.write_head
+        return write_head(client.conns, journal)
 
     @staticmethod
     def _earliest(client, journal: str) -> int:
@@ -214,9 +213,24 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first = next(iter(iter_fragments(client.conns, journal, page_limit=1)), None)  # one page, one RPC
         return first.spec.begin if first is not None else 0
 
-    def _heads(self, client) -> dict[str, int]:
+    def _heads(self, client, *, fresh: bool = False) -> dict[str, int]:
+        """Every journal's write head: asked now (``fresh``, or without ``watchWriteHeads``), else
+        from the watcher, asking only the journals it does not watch (yet)."""
+        from pyspark_gazette.client.heads import HeadWatcher, sweep_heads
+
         names = [info.name for info in self._journals(client)]
-        return sweep(lambda name: self._write_head(client, name), names)
+        if fresh or not self.opts.watch_write_heads:
+            return sweep_heads(client.conns, names)
+        watcher = _watchers.get(self._token)
+        if watcher is None:
+            watcher = _watchers[self._token] = HeadWatcher(client.conns)
+        known = watcher.heads(names)
+        asked = sweep_heads(client.conns, [n for n in names if n not in known])
+        watcher.watch(asked)
+        gone = watcher.watched().difference(names)
+        if gone:
+            watcher.unwatch(sorted(gone))
+        return {n: known[n] if n in known else asked[n] for n in names}
 
     # -- DataSourceStreamReader ---------------------------------------------------------------
 
@@ -245,7 +259,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._heads(self._client())
+        self._target = self._heads(self._client(), fresh=True)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         return self._through_outages(lambda: self._latest_offset(start, limit))
@@ -368,3 +382,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         pass
+
+    def stop(self) -> None:
+        watcher = _watchers.pop(self._token, None)
+        if watcher is not None:
+            watcher.close()
