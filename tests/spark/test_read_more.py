@@ -225,3 +225,14 @@ def test_mod_time_pushdown_prunes_fragments(spark, broker, client, create_journa
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
     assert sorted(r.offset for r in got) == [o for o, _ in expected if frags[2].begin <= o < frags[-1].end]
+
+
+def test_user_schema_of_untyped_columns_reads_raw(spark, broker, client, create_journal):
+    create_journal("subset/a", length=1024)
+    expected = fill(client, broker, "subset/a", batches=3, per_batch=20)
+    df = reader(spark, broker, journals="subset/a").schema("value STRING").load()
+    assert df.columns == ["value"]
+    assert sorted(r.value for r in df.collect()) == sorted(line.decode() for _, line in expected)
+    df = reader(spark, broker, journals="subset/a").schema("offset LONG, value BINARY").load()
+    assert df.columns == ["offset", "value"]
+    assert sorted((r.offset, bytes(r.value)) for r in df.collect()) == expected
