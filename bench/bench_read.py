@@ -88,6 +88,7 @@ def main() -> int:
     p.add_argument("--fragment-mib", type=int, default=16, help="fragment length of the data journal")
     p.add_argument("--cases", default="abcfsp", help="groups to run (default %(default)s)")
     p.add_argument("--jfr", help="record one more raw read (a) with JFR into this file")
+    p.add_argument("--codec", default="ZSTANDARD", help="fragment codec of the data journal (default %(default)s)")
     args = p.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -110,7 +111,7 @@ def main() -> int:
 
             client.apply(
                 [
-                    Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20)),
+                    Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20, codec=args.codec)),
                     Change(0, upsert=ndjson_spec("bench/many", 1024)),
                 ]
             )
@@ -130,7 +131,7 @@ def main() -> int:
             with open(flat, "wb") as f:
                 f.write(data)
             print(
-                f"data: {len(data) / 1e6:.1f} MB of ndjson in {len(persisted)} persisted ZSTANDARD fragments "
+                f"data: {len(data) / 1e6:.1f} MB of ndjson in {len(persisted)} persisted {args.codec} fragments "
                 f"(+{len(frags) - len(persisted)} live), loaded in {load_s:.1f}s"
             )
 

@@ -22,14 +22,16 @@ def local_spark(master: str = "local[2]", **conf: Any):
     return spark
 
 
-def ndjson_spec(name: str, length: int, *, store: str = "file:///bench/", refresh_seconds: int = 3600):
-    """An ndjson journal with ZSTANDARD fragments of ``length`` bytes in ``store``."""
+def ndjson_spec(
+    name: str, length: int, *, store: str = "file:///bench/", refresh_seconds: int = 3600, codec: str = "ZSTANDARD"
+):
+    """An ndjson journal with ``codec`` (a ``pb.CompressionCodec`` name) fragments of ``length`` bytes in ``store``."""
     from pyspark_gazette.protocol import label_set, pb
 
     s = pb.JournalSpec(name=name, replication=1)
     s.labels.CopyFrom(label_set({"content-type": "application/x-ndjson"}))
     s.fragment.length = length
-    s.fragment.compression_codec = pb.ZSTANDARD
+    s.fragment.compression_codec = pb.CompressionCodec.Value(codec)
     s.fragment.stores.append(store)
     s.fragment.refresh_interval.seconds = refresh_seconds
     return s
