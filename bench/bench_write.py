@@ -13,7 +13,9 @@ The ratio is baseline time / gazette time (same rows; goal >= 0.7). The same-run
 same DataFrame and drops every batch, i.e. what Spark charges any Python data source writer;
 ours / floor (floor time / our time) has the goal >= 0.8. ``--batch-records`` repeats ours and
 the floor under each ``spark.sql.execution.arrow.maxRecordsPerBatch`` given (Spark's default
-10000). With ``--jfr FILE``, one more gazette write (not timed) is recorded with JDK Flight
+10000); ``R/B`` also sets ``spark.sql.execution.arrow.maxBytesPerBatch`` to B (Spark's default
+64 MiB makes the JVM size the Arrow batch after every row; 2147483647, Int.MaxValue, skips
+that check). With ``--jfr FILE``, one more gazette write (not timed) is recorded with JDK Flight
 Recorder (bench/jfr_top.py summarises it). Where the time goes is
 shown by two more passes over the same DataFrame: ``mapInArrow`` that only counts the Arrow
 batches (the JVM -> Python Arrow transfer every Python data source pays), and one that also
@@ -89,7 +91,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--batch-records", default="10000", help="maxRecordsPerBatch values, comma-separated")
+    ap.add_argument(
+        "--batch-records", default="10000", help="maxRecordsPerBatch[/maxBytesPerBatch] values, comma-separated"
+    )
     ap.add_argument("--jfr", help="record one more gazette write with JFR into this file")
     args = ap.parse_args()
 
@@ -135,18 +139,25 @@ def main() -> None:
                 df.write.format("discard").mode("append").save()
 
             spark.range(3).write.format("discard").mode("append").save()
-            sweep = [int(x) for x in args.batch_records.split(",")]
+            sweep = args.batch_records.split(",")
             per_setting = {}
             head0 = client.append("bench/clicks", b"").begin
+            default_bytes = spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch")
+
+            def configure(setting: str) -> None:
+                records, _, max_bytes = setting.partition("/")
+                spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", records)
+                spark.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", max_bytes or default_bytes)
+
             for records in sweep:
-                spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(records))
+                configure(records)
                 best, all_times = best_of({"json": baseline, "gazette": gazette, "floor": floor}, args.rounds)
                 per_setting[records] = (best, all_times)
             t_json, t_ours = per_setting[sweep[0]][0]["json"], per_setting[sweep[0]][0]["gazette"]
             json_bytes = sum(os.path.getsize(os.path.join(json_dir, f)) for f in os.listdir(json_dir))
             # zero-byte append: the write head; bytes of one gazette write
             ours_size = (client.append("bench/clicks", b"").begin - head0) // (args.rounds * len(sweep))
-            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(sweep[0]))
+            configure(sweep[0])
             with jfr_recording(spark, args.jfr):
                 if args.jfr:
                     gazette()
@@ -177,7 +188,7 @@ def main() -> None:
             r = best["floor"] / best["gazette"]
             rounds = "; ".join(f"{k} {', '.join(f'{x:.2f}' for x in v)}" for k, v in all_times.items())
             print(
-                f"  maxRecordsPerBatch={records:<7d} json {best['json']:6.2f} s  gazette {best['gazette']:6.2f} s  "
+                f"  maxRecordsPerBatch[/maxBytesPerBatch]={records:<17s} json {best['json']:6.2f} s  gazette {best['gazette']:6.2f} s  "
                 f"floor {best['floor']:6.2f} s  ours/floor {r:.2f} (goal >= 0.8: {'met' if r >= 0.8 else 'MISSED'})  "
                 f"ours/json {best['json'] / best['gazette']:.2f}  floor/json {best['json'] / best['floor']:.2f}  [{rounds}]"
             )
