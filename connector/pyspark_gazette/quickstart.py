@@ -333,7 +333,11 @@ def _print_report(r: dict[str, Any], steps: Steps, root: pathlib.Path, keep: boo
     size = r["write_end"] - r["write_begin"]
     lines = [
         ("rows written (df.write)", f"{r['rows']:,} ({size:,} bytes; event ids from {r['first_id']:,})"),
-        (f"{CLICKS} fragments written", f"{r['persisted']} persisted / {r['fragments'] - r['persisted']} in the spool"),
+        (
+            f"{CLICKS} fragments written",
+            # From the read's own snapshot: the broker may persist a spool between step 4 and it.
+            f"{r['fragments']}: {plan.direct_fragments} persisted / {plan.broker_fragments} in the spool when read",
+        ),
         ("aggregation read directly from files", f"{plan.direct_fragments} fragments, {plan.direct_bytes:,} bytes"),
         (
             "aggregation read through the broker",
