@@ -19,7 +19,13 @@ own work (spool writes, SHA1s, fsync, persisting) costs.
 The broker runs as a child process (``python -m pyspark_gazette.broker``), so client and server
 do not share one interpreter.
 
-    .venv/bin/python bench/bench_broker.py [--total-mib 256] [--inflight 4] [--rounds 2]
+Real Gazette beside it (``--real-gazette``): the same client, bytes, journal specs and
+append/read pattern against a real Gazette broker (v0.103.0 with etcd, tests/realgazette.py's
+``GazetteCluster``, one broker, file store under its file root, stopped by PID after each round)
+on the same machine; each embedded measurement is reported as a ratio of real Gazette's (goal:
+embedded appends >= 0.5 of real Gazette's).
+
+    .venv/bin/python bench/bench_broker.py [--total-mib 256] [--inflight 4] [--rounds 2] [--real-gazette]
 
 This machine is shared and noisy, so every measurement is repeated ``--rounds`` times (the
 codec order alternates between rounds) and the best of each is reported beside all values.
@@ -218,6 +224,8 @@ def one_round(args, rnd: int, total: int, block: bytes, out: dict[str, list[floa
             proc.wait(120)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    if args.real_gazette:
+        real_round(args, rnd, total, block, put)
     proc, target = start_transport_server()
     channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 64 * MiB)])
     stub = pb_grpc.JournalStub(channel)
@@ -234,6 +242,48 @@ def one_round(args, rnd: int, total: int, block: bytes, out: dict[str, list[floa
         proc.wait()
 
 
+def real_round(args, rnd: int, total: int, block: bytes, put) -> None:  # type: ignore[no-untyped-def]
+    """The broker measurements again, against a real Gazette broker."""
+    import pathlib
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+    from realgazette import GazetteCluster, require
+
+    require()
+    chunk = args.chunk_kib * 1024
+    base = tempfile.mkdtemp(prefix="bench-broker-real-", dir=args.dir or os.path.dirname(os.path.abspath(__file__)))
+    cluster = GazetteCluster(os.path.join(base, "cluster"), brokers=1)
+    try:
+        cluster.start()
+        specs = {
+            pb.NONE: journal_spec("bench/none", pb.NONE, args.fragment_mib),
+            pb.ZSTANDARD: journal_spec("bench/zstandard", pb.ZSTANDARD, args.fragment_mib),
+            "sequential": journal_spec("bench/sequential", pb.NONE, args.fragment_mib),
+        }
+        cluster.apply_specs(specs.values())
+        channel = grpc.insecure_channel(
+            cluster.address.removeprefix("http://"), options=[("grpc.max_receive_message_length", 64 * MiB)]
+        )
+        stub = pb_grpc.JournalStub(channel)
+        try:
+            for codec in [pb.NONE, pb.ZSTANDARD] if rnd % 2 == 0 else [pb.ZSTANDARD, pb.NONE]:
+                cname = pb.CompressionCodec.Name(codec)
+                name = specs[codec].name
+                put(
+                    f"real gazette: append {cname} (inflight {args.inflight})",
+                    bench_append(stub, name, total, block, chunk, args.inflight),
+                )
+                put(f"real gazette: read {cname}", bench_read(stub, name, total))
+            put(
+                "real gazette: append NONE (inflight 1)", bench_append(stub, "bench/sequential", total, block, chunk, 1)
+            )
+        finally:
+            channel.close()
+    finally:
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--total-mib", type=int, default=256)
@@ -243,6 +293,7 @@ def main() -> None:
     p.add_argument("--fragment-mib", type=int, default=64)
     p.add_argument("--rounds", type=int, default=2, help="repeat everything; the best of each is reported")
     p.add_argument("--dir", default=None, help="working directory (default: a temp dir beside this file)")
+    p.add_argument("--real-gazette", action="store_true", help="the same against a real Gazette broker")
     p.add_argument("--transport-server", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.transport_server:
@@ -274,6 +325,15 @@ def main() -> None:
             )
         elif k.startswith("read"):
             print(f"  {k:34s} {v / rd:5.2f} of disk read, {v / best['gRPC ceiling: read']:5.2f} of the gRPC ceiling")
+    if args.real_gazette:
+        print(
+            f"embedded broker / real Gazette (same client, bytes and pattern; goal appends >= 0.5); load {os.getloadavg()}:"
+        )
+        for k, v in best.items():
+            real = best.get(f"real gazette: {k}")
+            if real:
+                goal = f"  goal >= 0.5: {'met' if v / real >= 0.5 else 'MISSED'}" if k.startswith("append") else ""
+                print(f"  {k:34s} {v / real:5.2f}  ({v / MiB:.0f} vs {real / MiB:.0f} MiB/s){goal}")
 
 
 if __name__ == "__main__":

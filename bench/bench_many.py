@@ -2,22 +2,27 @@
 """Many small journals: the gazette source against Spark reading as many small files, same run.
 
     .venv/bin/python bench/bench_many.py [--journals 1000,5000] [--rounds 3] [--active 10] [--triggers 6] [--persisted]
+        [--broker embedded|gazette] [--brokers 1] [--open-costs 4m,1m] [--watch] [--no-stream]
 
-For each journal count N, one run creates N ndjson journals on an embedded broker (Apply in
-batches of 128), appends one small message to each (live content, read through the broker; with
-``--persisted`` a persisted fragment instead, read directly from the store) and writes the same N
-lines as N one-line files, then measures on a local[2] Spark:
+For each journal count N, one run creates N ndjson journals (Apply in batches of 128) on an
+embedded broker running in this process, or with ``--broker gazette`` on a real Gazette cluster
+(``--brokers`` ``gazette serve`` processes and etcd on loopback, from ``.bin/``: see
+tests/realgazette.py), appends one small message to each (live content, read through the broker;
+with ``--persisted``, embedded broker only, a persisted fragment instead, read directly from the
+store) and writes the same N lines as N one-line files, then measures on a local[2] Spark:
 
   (a) ``count()`` over a selector of the N journals vs ``spark.read.text`` over the N files, both
       warm, best of ``--rounds`` (interleaved), goal ratio >= 0.5 (within 2x);
   (p) driver planning of the batch read (List, ListFragments of every journal, packing), goal < 2 s;
   (r) the executor read path alone (no Spark, in this process): every packed partition read one
       piece at a time vs with the pool;
-  (l) a stream's ``latestOffset`` over the N journals, goal < 500 ms, and that an idle trigger
-      (no new data) returns its start, so Spark runs no batch and no tasks;
+  (l) a stream's ``latestOffset`` over the N journals, goal < 500 ms, also with
+      ``watchWriteHeads``, and that an idle trigger (no new data) returns its start, so Spark runs
+      no batch and no tasks;
   (s) a stream over the N journals where ``--active`` of them receive one message per trigger vs the
       same stream over just those journals: median trigger time (Spark's ``triggerExecution``) of
-      ``--triggers`` triggers after one warm-up, goal ratio <= 1.5.
+      ``--triggers`` triggers after one warm-up, goal ratio <= 1.5 (both with ``watchWriteHeads``
+      when ``--watch``).
 
 Ratios are baseline time / our time for (a) (above 1 means ours is faster) and ours / baseline
 for (s).
@@ -29,6 +34,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -100,12 +106,65 @@ def stream_triggers(
     return times
 
 
+class Embedded:
+    """The embedded broker, in this process."""
+
+    def __init__(self, base: str, store: str, journals: int):
+        from pyspark_gazette.broker import EmbeddedBroker
+
+        self.store = store
+        # A worker thread per watched journal (watchWriteHeads) on top of the default 256.
+        self.broker = EmbeddedBroker(os.path.join(base, "broker"), file_root=store, max_workers=256 + journals)
+
+    def __enter__(self):
+        self.broker.__enter__()
+        self.address = self.broker.address
+        return self
+
+    def __exit__(self, *exc):
+        self.broker.__exit__(*exc)
+
+    def apply(self, client, specs) -> None:
+        from pyspark_gazette.client import Change
+
+        client.apply_in_batches([Change(0, upsert=s) for s in specs])
+
+    def refresh(self, name: str) -> None:
+        self.broker.refresh(name)
+
+
+class RealGazette:
+    """A real Gazette cluster (etcd and ``brokers`` ``gazette serve``), stopped by PID on exit."""
+
+    def __init__(self, base: str, brokers: int, journals: int):
+        sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+        from realgazette import GazetteCluster
+
+        # A broker serves at most --broker.limit journals (1024 by default).
+        limit = f"--broker.limit={journals + 64}"
+        self.cluster = GazetteCluster(os.path.join(base, "gazette"), brokers=brokers, broker_args=[limit])
+        self.store = self.cluster.file_root
+
+    def __enter__(self):
+        self.cluster.start()
+        self.address = self.cluster.address
+        return self
+
+    def __exit__(self, *exc):
+        self.cluster.stop()
+
+    def apply(self, client, specs) -> None:
+        self.cluster.apply_specs(specs, timeout=300)
+
+    def refresh(self, name: str) -> None:
+        raise SystemExit("--persisted needs the embedded broker")
+
+
 def run(n: int, args, spark, work: str) -> dict:
     from pyspark.sql import functions as F
 
     from benchlib import ndjson_spec
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+    from pyspark_gazette.client import ClientConfig, JournalClient
     from pyspark_gazette.protocol import label_set
     from pyspark_gazette.spark.options import ReadOptions
     from pyspark_gazette.spark.read.batch import GazetteBatchReader
@@ -116,16 +175,18 @@ def run(n: int, args, spark, work: str) -> dict:
     store = os.path.join(base, "store")
     files = os.path.join(base, "files")
     os.makedirs(files)
-    with EmbeddedBroker(os.path.join(base, "broker"), file_root=store) as broker:
+    cluster = RealGazette(base, args.brokers, n) if args.broker == "gazette" else Embedded(base, store, n)
+    with cluster as broker:
+        store = broker.store
         client = JournalClient(ClientConfig(broker.address, file_root=store))
         names = [f"many/j{i:05d}" for i in range(n)]
         specs = []
         for name in names:
             spec = ndjson_spec(name, 1 << 20)
             spec.labels.CopyFrom(label_set({"content-type": "application/x-ndjson", "set": "many"}))
-            specs.append(Change(0, upsert=spec))
+            specs.append(spec)
         t = time.perf_counter()
-        client.apply_in_batches(specs)
+        broker.apply(client, specs)
         for i, name in enumerate(names):
             if args.persisted:
                 persist(broker, store, name, line(name, 0))
@@ -133,7 +194,10 @@ def run(n: int, args, spark, work: str) -> dict:
                 client.append(name, line(name, 0))
             with open(os.path.join(files, f"part-{i:05d}.json"), "wb") as f:
                 f.write(line(name, 0))
-        print(f"\n== {n} journals: created and appended in {time.perf_counter() - t:.1f}s")
+        print(
+            f"\n== {n} journals on {args.broker} ({args.brokers if args.broker == 'gazette' else 1} broker(s)):"
+            f" created and appended in {time.perf_counter() - t:.1f}s; load average {os.getloadavg()}"
+        )
 
         opts = {"broker.address": broker.address, "store.fileRoot": store, "selector": "set=many"}
 
@@ -143,15 +207,20 @@ def run(n: int, args, spark, work: str) -> dict:
                 r = r.option(k, v)
             return r.load()
 
+        costs = [c for c in args.open_costs.split(",") if c]
+
+        def gz_count(**more):
+            return lambda: gz(**more).agg(F.count("value")).collect()[0][0]
+
         cases = {
-            "gazette count()": lambda: gz().agg(F.count("value")).collect()[0][0],
-            "gazette, openCost 1m": lambda: gz(openCostInBytes="1m").agg(F.count("value")).collect()[0][0],
+            "gazette count()": gz_count(),
+            **{f"gazette, openCost {c}": gz_count(openCostInBytes=c) for c in costs},
             "spark.read.text count()": lambda: spark.read.text(files).agg(F.count("value")).collect()[0][0],
         }
         assert all(fn() == n for fn in cases.values())  # and warm-up
         parts = {
             "gazette": gz().rdd.getNumPartitions(),
-            "gazette, openCost 1m": gz(openCostInBytes="1m").rdd.getNumPartitions(),
+            **{f"gazette, openCost {c}": gz(openCostInBytes=c).rdd.getNumPartitions() for c in costs},
             "text": spark.read.text(files).rdd.getNumPartitions(),
         }
         rounds: dict[str, list[float]] = {k: [] for k in cases}
@@ -185,6 +254,14 @@ def run(n: int, args, spark, work: str) -> dict:
         limit = sr.getDefaultReadLimit()
         latest_s = [timed(lambda: sr.latestOffset(start, limit)) for _ in range(args.rounds)]
         idle_is_start = sr.latestOffset(start, limit) == start
+        # (l') the same with watchWriteHeads: the first call sweeps and starts the watches.
+        srw = GazetteStreamReader(ReadOptions.parse({**opts, "watchWriteHeads": "true"}, streaming=True), schema)
+        try:
+            srw.latestOffset(start, limit)
+            latest_w = [timed(lambda: srw.latestOffset(start, limit)) for _ in range(args.rounds)]
+            idle_is_start = idle_is_start and srw.latestOffset(start, limit) == start
+        finally:
+            srw.stop()
 
         best = {k: min(v) for k, v in rounds.items()}
         print(f"best of {args.rounds} rounds on local[2] (all rounds in brackets)")
@@ -196,14 +273,31 @@ def run(n: int, args, spark, work: str) -> dict:
             f"  source only, one process, by reads at once: {', '.join(f'{k}: {v:.2f}s' for k, v in source_s.items())}"
         )
         print(f"  latestOffset {min(latest_s) * 1000:.0f} ms  [{', '.join(f'{x * 1000:.0f}' for x in latest_s)}]")
+        print(
+            f"  latestOffset, watchWriteHeads {min(latest_w) * 1000:.0f} ms"
+            f"  [{', '.join(f'{x * 1000:.0f}' for x in latest_w)}]"
+        )
         print(f"  idle trigger returns its start (no batch, no tasks): {idle_is_start}", flush=True)
 
+        if args.no_stream:
+            client.close()
+            print(f"  load average {os.getloadavg()}")
+            return {"plan": min(plan_s), "latest": min(latest_s), "latest_watch": min(latest_w)}
         active = names[:: max(1, n // args.active)][: args.active]
         t = args.triggers
-        many = stream_triggers(spark, broker, store, client, {"selector": "set=many"}, active, t, base, n)
+        watch = {"watchWriteHeads": "true"} if args.watch else {}
+        many = stream_triggers(spark, broker, store, client, {"selector": "set=many", **watch}, active, t, base, n)
         # The active journals now hold 1 + (t + 1) messages each.
         few = stream_triggers(
-            spark, broker, store, client, {"journals": ",".join(active)}, active, t, base, len(active) * (t + 2)
+            spark,
+            broker,
+            store,
+            client,
+            {"journals": ",".join(active), **watch},
+            active,
+            t,
+            base,
+            len(active) * (t + 2),
         )
         client.close()
 
@@ -213,11 +307,15 @@ def run(n: int, args, spark, work: str) -> dict:
     ratio = best["spark.read.text count()"] / best["gazette count()"]
     stream_ratio = statistics.median(many) / statistics.median(few)
     print(f"  (a) count() vs spark.read.text: ratio {ratio:.2f} (goal >= 0.5)")
-    small = best["spark.read.text count()"] / best["gazette, openCost 1m"]
-    print(f"  (a') the same with openCostInBytes=1m: ratio {small:.2f}")
+    for c in costs:
+        small = best["spark.read.text count()"] / best[f"gazette, openCost {c}"]
+        print(f"  (a') the same with openCostInBytes={c}: ratio {small:.2f}")
     print(f"  (p) planning {min(plan_s):.2f}s (goal < 2 s)")
-    print(f"  (l) latestOffset {min(latest_s) * 1000:.0f} ms (goal < 500 ms)")
+    print(
+        f"  (l) latestOffset {min(latest_s) * 1000:.0f} ms (goal < 500 ms); watchWriteHeads {min(latest_w) * 1000:.0f} ms"
+    )
     print(f"  (s) stream {n} journals / {len(active)} journals: {stream_ratio:.2f} (goal <= 1.5)")
+    print(f"  load average {os.getloadavg()}")
     return {"ratio": ratio, "plan": min(plan_s), "latest": min(latest_s), "stream": stream_ratio}
 
 
@@ -227,6 +325,15 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--active", type=int, default=10, help="journals receiving data per stream trigger")
     p.add_argument("--triggers", type=int, default=6)
+    p.add_argument("--broker", choices=("embedded", "gazette"), default="embedded")
+    p.add_argument("--no-stream", action="store_true", help="skip (s), the streams")
+    p.add_argument("--watch", action="store_true", help="the (s) streams use watchWriteHeads")
+    p.add_argument(
+        "--open-costs",
+        default="4m,1m",
+        help="(a) also with these openCostInBytes, comma-separated (default %(default)s)",
+    )
+    p.add_argument("--brokers", type=int, default=1, help="gazette serve processes with --broker gazette")
     p.add_argument(
         "--persisted",
         action="store_true",
@@ -235,6 +342,7 @@ def main() -> int:
     args = p.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop the brokers
     sys.path.insert(0, HERE)
     from benchlib import local_spark
 

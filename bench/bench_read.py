@@ -13,8 +13,19 @@ interleaved and best of ``--rounds``, on a local[2] Spark:
       goal ratio >= 1.5;
   (c) direct fragment reads vs the same read forced through the broker Read RPC
       (``directReads=false``), goal ratio >= 3;
+  (f) same-run floors: the ``arrowfloor`` source of bench/floors.py yielding, batch for batch,
+      exactly the Arrow batches our reader produces for each of its partitions (made by running
+      our reader in this process first), raw (the three untyped columns) and typed (the
+      schema); ours / floor is how close we are to what Spark allows any Python data source,
+      goals >= 0.95 raw and >= 0.9 typed; also the raw floor with every 8 batches joined into
+      one (does Spark care about batch size?);
+  (s) a user schema of untyped columns (``value STRING``: raw, no JSON parsing, one column) vs
+      the default three columns;
   (p) driver planning of a journal of ``--fragments`` fragments (files written straight into
       the store and picked up by the broker's store listing), goal < 2 s.
+
+``--cases`` picks the groups (default all: ``abcfsp``). With ``--jfr FILE``, one more raw read
+(a) after the timed rounds is recorded with JDK Flight Recorder (bench/jfr_top.py summarises it).
 
 Ratios are baseline time / our time: above 1 means ours is faster.
 """
@@ -63,18 +74,29 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
+def report(ratios) -> None:
+    print(f"\nratios (baseline time / ours; goal in brackets); load average {os.getloadavg()}:")
+    for name, ratio, goal in ratios:
+        print(f"  {name:40s} {ratio:5.2f}  [>= {goal}]  {'met' if ratio >= goal else 'MISSED'}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mib", type=int, default=192, help="uncompressed MiB of ndjson (default %(default)s)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--fragments", type=int, default=10_000, help="fragments of the planning journal")
     p.add_argument("--fragment-mib", type=int, default=16, help="fragment length of the data journal")
+    p.add_argument("--cases", default="abcfsp", help="groups to run (default %(default)s)")
+    p.add_argument("--jfr", help="record one more raw read (a) with JFR into this file")
+    p.add_argument("--codec", default="ZSTANDARD", help="fragment codec of the data journal (default %(default)s)")
     args = p.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The floors' classes must be importable by the Python workers.
+    os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (HERE, os.environ.get("PYTHONPATH")) if x)
     from pyspark.sql import functions as F
 
-    from benchlib import local_spark, ndjson_spec
+    from benchlib import best_of, jfr_recording, local_spark, ndjson_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
     from pyspark_gazette.protocol import pb
@@ -89,7 +111,7 @@ def main() -> int:
 
             client.apply(
                 [
-                    Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20)),
+                    Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20, codec=args.codec)),
                     Change(0, upsert=ndjson_spec("bench/many", 1024)),
                 ]
             )
@@ -109,7 +131,7 @@ def main() -> int:
             with open(flat, "wb") as f:
                 f.write(data)
             print(
-                f"data: {len(data) / 1e6:.1f} MB of ndjson in {len(persisted)} persisted ZSTANDARD fragments "
+                f"data: {len(data) / 1e6:.1f} MB of ndjson in {len(persisted)} persisted {args.codec} fragments "
                 f"(+{len(frags) - len(persisted)} live), loaded in {load_s:.1f}s"
             )
 
@@ -117,6 +139,7 @@ def main() -> int:
                 **{
                     "spark.sql.session.timeZone": "UTC",
                     "spark.driver.memory": "4g",
+                    "spark.ui.showConsoleProgress": "false",
                     "spark.sql.files.maxPartitionBytes": args.fragment_mib << 20,
                 }
             )
@@ -133,6 +156,45 @@ def main() -> int:
                 return r
 
             end = json.dumps({"bench/events": persisted[-1].spec.end})
+            import floors
+            from pyspark_gazette.spark.options import ReadOptions
+            from pyspark_gazette.spark.read.batch import GazetteBatchReader, read_batches, read_partition
+            from pyspark_gazette.spark.source import untyped_schema
+
+            floors.register(spark)
+
+            def read_opts(**extra):
+                return ReadOptions.parse(
+                    {
+                        "broker.address": broker.address,
+                        "journals": "bench/events",
+                        "store.fileRoot": store,
+                        "endingOffsets": end,
+                        "maxPartitionBytes": str(args.fragment_mib << 20),
+                        **extra,
+                    }
+                )
+
+            def floor_dir(name, schema, combine=1):
+                """Our reader's batches of every partition, in this process, into IPC files."""
+                o = read_opts()
+                parts = GazetteBatchReader(o, schema).partitions()
+                path = os.path.join(work, name)
+                rows, batches = floors.dump_partitions(
+                    path, (read_partition(p, o, schema) for p in parts), combine=combine
+                )
+                print(f"floor {name}: {rows} rows in {batches} batches, {len(parts)} partitions")
+                return path
+
+            def floor(path, schema):
+                return spark.read.format("arrowfloor").option("path", path).option("schema", schema.json()).load()
+
+            raw_schema = untyped_schema(True, False)
+            typed_schema = gz().schema(SCHEMA).load("bench/events").schema
+            if "f" in args.cases:
+                raw_dir = floor_dir("floor-raw", raw_schema)
+                raw8_dir = floor_dir("floor-raw-x8", raw_schema, combine=8)
+                typed_dir = floor_dir("floor-typed", typed_schema)
             cases = {
                 "a: gazette value": lambda: (
                     gz(endingOffsets=end).load("bench/events").agg(F.sum(F.length("value"))).collect()
@@ -155,34 +217,59 @@ def main() -> int:
                 "c: through broker": lambda: (
                     gz(endingOffsets=end, directReads="false").load("bench/events").agg(F.count("value")).collect()
                 ),
+                "f: floor raw": lambda: floor(raw_dir, raw_schema).agg(F.sum(F.length("value"))).collect(),
+                "f: floor raw x8 batch": lambda: floor(raw8_dir, raw_schema).agg(F.sum(F.length("value"))).collect(),
+                "f: floor typed": lambda: (
+                    floor(typed_dir, typed_schema)
+                    .agg(F.sum("amount"), F.countDistinct("country"), F.max("ts"))
+                    .collect()
+                ),
+                "s: gazette value only": lambda: (
+                    gz(endingOffsets=end)
+                    .schema("value STRING")
+                    .load("bench/events")
+                    .agg(F.sum(F.length("value")))
+                    .collect()
+                ),
             }
+            groups = set(args.cases) | ({"a"} if "f" in args.cases or "s" in args.cases else set())
+            groups |= {"b"} if "f" in args.cases else set()
+            cases = {k: v for k, v in cases.items() if k[0] in groups}
             # Same answers first (and a warm-up of every path).
-            assert cases["a: gazette value"]()[0][0] == cases["a: spark.read.text"]()[0][0]
-            assert [tuple(r) for r in cases["b: gazette typed"]()] == [tuple(r) for r in cases["b: spark.read.json"]()]
-            assert cases["c: direct reads"]()[0][0] == cases["c: through broker"]()[0][0]
-            best: dict[str, float] = {}
-            rounds: dict[str, list[float]] = {k: [] for k in cases}
-            for _ in range(args.rounds):
-                for name, fn in cases.items():
-                    s = timed(fn)
-                    rounds[name].append(s)
-                    best[name] = min(best.get(name, s), s)
+            if "a" in groups:
+                assert cases["a: gazette value"]()[0][0] == cases["a: spark.read.text"]()[0][0]
+            if "b" in groups:
+                typed = [tuple(r) for r in cases["b: gazette typed"]()]
+                assert typed == [tuple(r) for r in cases["b: spark.read.json"]()]
+            if "c" in groups:
+                assert cases["c: direct reads"]()[0][0] == cases["c: through broker"]()[0][0]
+            if "f" in groups:
+                raw_total = cases["a: gazette value"]()[0][0]
+                assert cases["f: floor raw"]()[0][0] == raw_total == cases["f: floor raw x8 batch"]()[0][0]
+                assert [tuple(r) for r in cases["f: floor typed"]()] == typed
+            if "s" in groups:
+                assert cases["s: gazette value only"]()[0][0] == cases["a: gazette value"]()[0][0]
+            best, rounds = best_of(cases, args.rounds)
+            if args.jfr and "a" in groups:
+                with jfr_recording(spark, args.jfr):
+                    cases["a: gazette value"]()
             mb = len(data) / 1e6
             print(f"\nbest of {args.rounds} rounds on local[2] (all rounds in brackets)")
             for name, s in best.items():
                 print(f"  {name:22s} {s:7.2f}s  {mb / s:8.1f} MB/s   [{', '.join(f'{x:.2f}' for x in rounds[name])}]")
-            ratios = [
-                ("a: raw value reads vs spark.read.text", best["a: spark.read.text"] / best["a: gazette value"], 1.0),
-                ("b: typed reads vs spark.read.json", best["b: spark.read.json"] / best["b: gazette typed"], 1.5),
-                ("c: direct vs through the broker", best["c: through broker"] / best["c: direct reads"], 3.0),
+            wanted = [
+                ("a", "a: raw value reads vs spark.read.text", "a: spark.read.text", "a: gazette value", 1.0),
+                ("b", "b: typed reads vs spark.read.json", "b: spark.read.json", "b: gazette typed", 1.5),
+                ("c", "c: direct vs through the broker", "c: through broker", "c: direct reads", 3.0),
+                ("f", "f: raw reads vs the raw floor", "f: floor raw", "a: gazette value", 0.95),
+                ("f", "f: typed reads vs the typed floor", "f: floor typed", "b: gazette typed", 0.9),
+                ("f", "f: floor, 8x batches vs floor", "f: floor raw", "f: floor raw x8 batch", 1.0),
+                ("s", "s: value only vs three columns", "a: gazette value", "s: gazette value only", 1.0),
             ]
+            ratios = [(name, best[base] / best[ours], goal) for g, name, base, ours, goal in wanted if g in args.cases]
 
             # (c') the executor read path alone (no Spark), direct vs through the broker: what the
             # direct path buys where Spark's own per-row work is not the bottleneck.
-            from pyspark_gazette.spark.options import ReadOptions
-            from pyspark_gazette.spark.read.batch import GazetteBatchReader, read_batches
-            from pyspark_gazette.spark.source import untyped_schema
-
             def source_only(direct: bool) -> float:
                 o = ReadOptions.parse(
                     {
@@ -198,12 +285,18 @@ def main() -> int:
                 parts = GazetteBatchReader(o, schema).partitions()
                 return timed(lambda: [b.num_rows for p in parts for b in read_batches(p, o, schema)])
 
-            src = {k: min(source_only(k == "direct") for _ in range(args.rounds)) for k in ("direct", "broker")}
-            print(
-                f"\n  (c') source only, one process: direct {mb / src['direct']:.0f} MB/s, "
-                f"through the broker {mb / src['broker']:.0f} MB/s"
-            )
-            ratios.append(("c': source only, direct vs broker", src["broker"] / src["direct"], 3.0))
+            if "c" in args.cases:
+                src = {k: min(source_only(k == "direct") for _ in range(args.rounds)) for k in ("direct", "broker")}
+                print(
+                    f"\n  (c') source only, one process: direct {mb / src['direct']:.0f} MB/s, "
+                    f"through the broker {mb / src['broker']:.0f} MB/s"
+                )
+                ratios.append(("c': source only, direct vs broker", src["broker"] / src["direct"], 3.0))
+            if "p" not in args.cases:
+                spark.stop()
+                client.close()
+                report(ratios)
+                return 0
 
             # (p) planning a journal of many fragments, written straight into the store.
             from pyspark_gazette.fragments import FragmentRef, FragmentStore, compress_bytes
@@ -239,9 +332,7 @@ def main() -> int:
             del fs
             spark.stop()
             client.close()
-        print("\nratios (baseline time / ours; goal in brackets):")
-        for name, ratio, goal in ratios:
-            print(f"  {name:40s} {ratio:5.2f}  [>= {goal}]  {'met' if ratio >= goal else 'MISSED'}")
+        report(ratios)
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -8,13 +8,22 @@ timed) is written as ndjson:
   child process (``python -m pyspark_gazette.broker``, file store under a temp dir); the save
   returns once every append is durable in the broker.
 
-The ratio is baseline time / gazette time (same rows; goal >= 0.7). Where the time goes is
+The ratio is baseline time / gazette time (same rows; goal >= 0.7). The same-run floor is
+``df.write.format("discard")`` (bench/floors.py): a ``DataSourceArrowWriter`` that receives the
+same DataFrame and drops every batch, i.e. what Spark charges any Python data source writer;
+ours / floor (floor time / our time) has the goal >= 0.8. ``--batch-records`` repeats ours and
+the floor under each ``spark.sql.execution.arrow.maxRecordsPerBatch`` given (Spark's default
+10000); ``R/B`` also sets ``spark.sql.execution.arrow.maxBytesPerBatch`` to B (Spark's default
+64 MiB makes the JVM size the Arrow batch after every row; 2147483647, Int.MaxValue, skips
+that check). With ``--jfr FILE``, one more gazette write (not timed) is recorded with JDK Flight
+Recorder (bench/jfr_top.py summarises it). Where the time goes is
 shown by two more passes over the same DataFrame: ``mapInArrow`` that only counts the Arrow
 batches (the JVM -> Python Arrow transfer every Python data source pays), and one that also
 runs the writer's JSON encoder and drops the bytes (transfer + encode). The rest of the
 gazette time is appending (gRPC to the broker, its spool, fsync and compression).
 
     .venv/bin/python bench/bench_write.py [--rows 2000000] [--partitions 2] [--rounds 1]
+        [--batch-records 10000,50000] [--jfr write.jfr]
 """
 
 from __future__ import annotations
@@ -82,16 +91,26 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument(
+        "--batch-records", default="10000", help="maxRecordsPerBatch[/maxBytesPerBatch] values, comma-separated"
+    )
+    ap.add_argument("--jfr", help="record one more gazette write with JFR into this file")
     args = ap.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from benchlib import local_spark, ndjson_spec
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (here, os.environ.get("PYTHONPATH")) if x)
+    import floors
+    from benchlib import best_of, jfr_recording, local_spark, ndjson_spec
     from pyspark_gazette.broker.main import spawn_broker
     from pyspark_gazette.client import Change, JournalClient
 
     tmp = tempfile.mkdtemp(prefix="bench-write-")
     broker, address = spawn_broker(os.path.join(tmp, "broker"), os.path.join(tmp, "store"))
-    spark = local_spark(**{"spark.driver.memory": "6g", "spark.sql.session.timeZone": "UTC"})
+    spark = local_spark(
+        **{"spark.driver.memory": "6g", "spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"}
+    )
+    floors.register(spark)
     try:
         df = click_events(spark, args.rows, args.partitions).cache()
         t_gen = timed(df.count)
@@ -115,12 +134,33 @@ def main() -> None:
                 "journal", "bench/warmup"
             ).option("createJournals", WARMUP_TEMPLATE).save()
             spark.range(3).write.mode("overwrite").json(json_dir)
-            t_json = t_ours = float("inf")
-            for _ in range(args.rounds):  # alternate, keep the best of each
-                t_json = min(t_json, timed(baseline))
-                t_ours = min(t_ours, timed(gazette))
+
+            def floor() -> None:
+                df.write.format("discard").mode("append").save()
+
+            spark.range(3).write.format("discard").mode("append").save()
+            sweep = args.batch_records.split(",")
+            per_setting = {}
+            head0 = client.append("bench/clicks", b"").begin
+            default_bytes = spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch")
+
+            def configure(setting: str) -> None:
+                records, _, max_bytes = setting.partition("/")
+                spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", records)
+                spark.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", max_bytes or default_bytes)
+
+            for records in sweep:
+                configure(records)
+                best, all_times = best_of({"json": baseline, "gazette": gazette, "floor": floor}, args.rounds)
+                per_setting[records] = (best, all_times)
+            t_json, t_ours = per_setting[sweep[0]][0]["json"], per_setting[sweep[0]][0]["gazette"]
             json_bytes = sum(os.path.getsize(os.path.join(json_dir, f)) for f in os.listdir(json_dir))
-            ours_size = client.append("bench/clicks", b"").begin // args.rounds  # zero-byte append: the head
+            # zero-byte append: the write head; bytes of one gazette write
+            ours_size = (client.append("bench/clicks", b"").begin - head0) // (args.rounds * len(sweep))
+            configure(sweep[0])
+            with jfr_recording(spark, args.jfr):
+                if args.jfr:
+                    gazette()
             small = df.limit(1000)
             small.mapInArrow(count_batches, "n long").collect()  # warm-up
             small.mapInArrow(encode_batches, "n long").collect()
@@ -143,6 +183,16 @@ def main() -> None:
         print(f"  + JSON encoding (mapInArrow, encode and drop):         {t_encode:6.2f} s")
         print(f"  appends (gazette minus transfer+encode):               {max(0.0, t_ours - t_encode):6.2f} s")
         print(f"ceiling for any Python data source here (baseline / transfer alone): {t_json / t_transfer:.2f}")
+        print(f"\nsame-run floor (discard writer), per maxRecordsPerBatch; best of {args.rounds} [all rounds]:")
+        for records, (best, all_times) in per_setting.items():
+            r = best["floor"] / best["gazette"]
+            rounds = "; ".join(f"{k} {', '.join(f'{x:.2f}' for x in v)}" for k, v in all_times.items())
+            print(
+                f"  maxRecordsPerBatch[/maxBytesPerBatch]={records:<17s} json {best['json']:6.2f} s  gazette {best['gazette']:6.2f} s  "
+                f"floor {best['floor']:6.2f} s  ours/floor {r:.2f} (goal >= 0.8: {'met' if r >= 0.8 else 'MISSED'})  "
+                f"ours/json {best['json'] / best['gazette']:.2f}  floor/json {best['json'] / best['floor']:.2f}  [{rounds}]"
+            )
+        print(f"load average {os.getloadavg()}")
     finally:
         spark.stop()
         broker.terminate()

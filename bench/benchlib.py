@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pathlib
+import subprocess
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 # The one JournalSpec builder of tests and benches lives in tests/journalspecs.py.
@@ -23,6 +28,44 @@ def local_spark(master: str = "local[2]", **conf: Any):
     return spark
 
 
-def ndjson_spec(name: str, length: int, *, store: str = "file:///bench/", refresh_seconds: int = 3600):
-    """An ndjson journal with ZSTANDARD fragments of ``length`` bytes in ``store``."""
-    return make_spec(name, store=store, length=length, refresh_seconds=refresh_seconds)
+def ndjson_spec(
+    name: str, length: int, *, store: str = "file:///bench/", refresh_seconds: int = 3600, codec: str = "ZSTANDARD"
+):
+    """An ndjson journal with ``codec`` (a ``pb.CompressionCodec`` name) fragments of ``length`` bytes in ``store``."""
+    return make_spec(name, store=store, length=length, refresh_seconds=refresh_seconds, codec=codec)
+
+
+@contextlib.contextmanager
+def jfr_recording(spark, path: str | None):  # type: ignore[no-untyped-def]
+    """A JDK Flight Recorder recording (``settings=profile``) of the driver JVM around the block,
+    saved to ``path``; in local mode the driver JVM is also the executor. ``jcmd`` is the JDK's.
+    Nothing when ``path`` is None."""
+    if not path:
+        yield
+        return
+    pid = str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    name = f"bench-{os.getpid()}"
+    subprocess.run(
+        ["jcmd", pid, "JFR.start", f"name={name}", "settings=profile"], check=True, capture_output=True, timeout=120
+    )
+    try:
+        yield
+    finally:
+        subprocess.run(
+            ["jcmd", pid, "JFR.stop", f"name={name}", f"filename={os.path.abspath(path)}"],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        print(f"JFR recording: {path} (summarise with: .venv/bin/python bench/jfr_top.py {path})")
+
+
+def best_of(cases: dict[str, Callable[[], Any]], rounds: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Run every case once per round, interleaved; the best time of each and all of them."""
+    all_times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            t = time.perf_counter()
+            fn()
+            all_times[name].append(time.perf_counter() - t)
+    return {k: min(v) for k, v in all_times.items()}, all_times

@@ -142,25 +142,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def _check_message_ends(c: Any, journal: str, last_byte: bytes) -> None:
-    """Refuse content that would leave the journal's last message open: on a newline-framed
-    journal (ndjson, lines, csv) the next append would glue its first message onto this one."""
-    from pyspark_gazette.errors import FramingError, InvalidInputError
-    from pyspark_gazette.message import framing_for_content_type
-    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
+    """The client's check that content ends a message, worded for this command."""
+    from pyspark_gazette.client.client import check_message_ends
+    from pyspark_gazette.errors import InvalidInputError
 
-    if not last_byte or last_byte == b"\n":
-        return
-    types = label_values(c.get_journal(journal).spec.labels, CONTENT_TYPE)
     try:
-        framing = framing_for_content_type(types[0]) if types else None
-    except FramingError:
-        framing = None
-    if framing is not None and framing.name in ("ndjson", "lines", "csv"):
-        raise InvalidInputError(
-            f"journals append: the content for journal {journal!r} ({types[0]}, one message per line) does not "
-            "end with a newline, so its last message is incomplete and the next append would join onto it; "
-            "nothing was appended (end the content with a newline)"
-        )
+        check_message_ends(c, journal, last_byte)
+    except InvalidInputError as e:
+        raise InvalidInputError(f"journals append: {e}") from None
 
 
 def cmd_append(args: argparse.Namespace) -> int:
@@ -178,11 +167,11 @@ def cmd_append(args: argparse.Namespace) -> int:
                     f.seek(size - 1)
                     _check_message_ends(c, args.journal, f.read(1))
                     f.seek(0)
-                commit = c.append(args.journal, f)
+                commit = c.append(args.journal, f, whole_messages=False)  # checked above
         else:
             data = sys.stdin.buffer.read()
             _check_message_ends(c, args.journal, data[-1:])
-            commit = c.append(args.journal, data)
+            commit = c.append(args.journal, data, whole_messages=False)  # checked above
     print(f"appended [{commit.begin}, {commit.end}) to {commit.journal}", file=sys.stderr)
     return 0
 

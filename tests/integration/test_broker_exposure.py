@@ -126,7 +126,7 @@ def test_cli_journals_commands_with_tokens_and_keys(auth_broker, tmp_path):
     out = run(
         "journals", "append", "-j", "quickstart/clicks", stdin=b'{"a":1}\n', env={**env, "BROKER_AUTH_TOKEN": token}
     )
-    assert out.returncode == 1 and b"PERMISSION_DENIED" in out.stderr and b"APPEND" in out.stderr
+    assert out.returncode == 1 and b"UNAUTHENTICATED" in out.stderr and b"APPEND" in out.stderr
     assert token.encode() not in out.stdout + out.stderr
 
     wrong = mint_token(base64.b64encode(b"wrong").decode(), "ALL")

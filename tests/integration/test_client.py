@@ -12,6 +12,7 @@ import journalspecs
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
 from pyspark_gazette.errors import (
     EtcdTransactionFailedError,
+    InvalidInputError,
     JournalNotFoundError,
     NotAllowedError,
     OffsetNotYetAvailableError,
@@ -379,3 +380,64 @@ def test_fragment_store_health_of_a_file_store(client, broker):
         stub = pb_grpc.JournalStub(ch)
         resp = stub.FragmentStoreHealth(pb.FragmentStoreHealthRequest(fragment_store="file:///health/"), timeout=60)
     assert resp.status == pb.OK and resp.store_health_error == ""
+
+
+def test_a_stalled_append_is_aborted_at_the_minimum_rate(broker):
+    """The journal's primary gives an appender one second of credit, then requires the minimum
+    rate (64 KiB/s by default): an append that stalls after 100 bytes is rolled back with
+    Gazette's error, and none of it becomes visible. (Sent to a broker that proxies it to the
+    primary, Gazette's proxy keeps waiting for the client's next chunk: the stall is not
+    answered until the client sends again or its deadline passes. Our appenders send to the
+    primary, as the route says.)"""
+    import grpc
+
+    from pyspark_gazette.protocol import pb, pb_grpc
+
+    with broker.client() as client:
+        create(broker, client, make_spec("rate/stalled"))
+        client.append("rate/stalled", b"before\n")
+        (listed,) = [j for j in client.list_journals() if j.name == "rate/stalled"]
+    primary = listed.route.endpoints[listed.route.primary]
+    stalled = threading.Event()
+
+    def requests():
+        yield pb.AppendRequest(journal="rate/stalled")
+        yield pb.AppendRequest(content=b"x" * 100)
+        stalled.wait(60)  # never sends the rest
+
+    with grpc.insecure_channel(primary.removeprefix("http://")) as channel:
+        try:
+            with pytest.raises(grpc.RpcError) as info:
+                pb_grpc.JournalStub(channel).Append(requests(), timeout=50)
+        finally:
+            stalled.set()
+    assert info.value.code() == grpc.StatusCode.UNKNOWN
+    assert info.value.details() == "append stream: client stream didn't sustain the minimum append data rate"
+    with broker.client() as client:
+        assert client.read_all("rate/stalled") == b"before\n"
+        assert client.append("rate/stalled", b"after\n").begin == len(b"before\n")
+
+
+def test_append_refuses_content_that_leaves_a_line_message_open(client, broker):
+    """On a journal framed one message per line, content without a final newline would glue the
+    next append's first message onto its last: refused before anything is sent, naming the
+    journal; ``whole_messages=False`` appends it as given; other framings are not checked."""
+    import io
+
+    create(
+        broker,
+        client,
+        make_spec("whole/ndjson", labels={"content-type": "application/x-ndjson"}),
+        make_spec("whole/fixed", labels={"content-type": "application/x-protobuf-fixed"}),
+        make_spec("whole/none"),
+    )
+    client.append("whole/ndjson", b'{"a":1}\n')
+    for content in (b'{"a":2}', io.BytesIO(b'{"a":2}\n{"a":3}')):
+        with pytest.raises(InvalidInputError, match="'whole/ndjson'.*does not end with a newline"):
+            client.append("whole/ndjson", content)
+    assert client.read_all("whole/ndjson") == b'{"a":1}\n'  # nothing was appended
+    client.append("whole/ndjson", b'{"a":', whole_messages=False)
+    client.append("whole/ndjson", b"2}\n", whole_messages=False)
+    assert client.read_all("whole/ndjson") == b'{"a":1}\n{"a":2}\n'
+    for name in ("whole/fixed", "whole/none"):
+        assert client.append(name, b"\x00no-newline").end == len(b"\x00no-newline")

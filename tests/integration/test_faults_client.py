@@ -98,7 +98,7 @@ def test_stalled_appender_is_aborted_and_leaves_nothing(rate_broker, conns):
     assert gz.append(j, b"second\n").commit.begin == len(b"first\n")
     with pytest.raises(TransportError) as err:
         app.close()
-    assert err.value.code == "RESOURCE_EXHAUSTED" and j in str(err.value)
+    assert err.value.code == "UNKNOWN" and j in str(err.value)  # gazette v0.103.0 answers UNKNOWN
     assert "minimum append data rate" in str(err.value)
     assert gz.content(j) == b"first\nsecond\n"  # no byte of the stalled append
 

@@ -118,3 +118,69 @@ def test_spark_with_tokens_from_the_cli(spark, auth_target):
         read(readonly, THEIRS).collect()
     with pytest.raises(Exception, match="UNAUTHENTICATED"):
         read(peer.token(WRONG_KEY, "ALL"), MINE).collect()
+
+
+def test_every_refusal_is_unauthenticated(auth_target):
+    """Gazette answers UNAUTHENTICATED for a missing capability and an Apply outside the token's
+    selector as for a bad token; the embedded broker answers the same."""
+    with auth_target.client(peer.token(KEY, "LIST,READ", f"name:prefix={MINE}")) as c:
+        with pytest.raises(AuthRefusedError, match="APPEND") as info:
+            c.append(MINE, b"{}\n")
+        assert info.value.code == "UNAUTHENTICATED"
+    with auth_target.client(peer.token(KEY, "APPLY", f"name:prefix={MINE}")) as c:
+        with pytest.raises(AuthRefusedError, match="auth/new") as info:
+            c.apply([Change(expect_mod_revision=0, upsert=make_spec("auth/new"))])
+        assert info.value.code == "UNAUTHENTICATED"
+    with auth_target.client(peer.token(KEY, "LIST")) as c:
+        assert "auth/new" not in [j.name for j in c.list_journals()]
+
+
+@pytest.mark.timeout(120)
+def test_a_blocking_read_ends_cleanly_at_expiry_then_is_refused(auth_target):
+    """At the token's ``exp`` a blocking Read ends with status OK (Gazette's deadline, which its
+    Read treats as a close); the reader restarts it and, once the 5 s leeway has passed, is
+    refused UNAUTHENTICATED. Nothing appended before is lost on the way."""
+    import grpc
+
+    from pyspark_gazette.protocol import pb, pb_grpc
+
+    with auth_target.client(peer.token(KEY, "ALL")) as c:
+        c.append(MINE, b'{"before":"expiry"}\n')
+        head = c.read_all(MINE)
+    short = peer.token(KEY, "READ", f"name:prefix={MINE}", expires="3s")
+    with grpc.insecure_channel(auth_target.address.removeprefix("http://")) as channel:
+        stream = pb_grpc.JournalStub(channel).Read(
+            pb.ReadRequest(journal=MINE, offset=0, block=True),
+            metadata=[("authorization", f"Bearer {short}")],
+            timeout=60,
+        )
+        got = b"".join(r.content for r in stream)
+        assert stream.code() == grpc.StatusCode.OK  # a clean end, not an error
+    assert got == head
+
+    short = peer.token(KEY, "READ", f"name:prefix={MINE}", expires="3s")
+    read = bytearray()
+    with auth_target.client(short) as c, c.retry_reader(MINE, 0, block=True) as r:
+        with pytest.raises(AuthRefusedError, match="expired") as info:
+            while True:
+                read += r.read()
+    assert info.value.code == "UNAUTHENTICATED" and bytes(read) == head
+
+
+def test_a_token_past_exp_within_the_leeway_still_lists_and_reads(auth_target):
+    """Accepted (5 s leeway) though its deadline is gone: List and Read serve what is there.
+    (Gazette's Append and ListFragments then race their deadline against the work, so either
+    outcome is Gazette's; the embedded broker answers DEADLINE_EXCEEDED: tests/integration.)"""
+    import grpc
+
+    from pyspark_gazette.protocol import pb, pb_grpc
+
+    with auth_target.client(peer.token(KEY, "ALL")) as c:
+        c.append(MINE, b'{"before":"late"}\n')
+        content = c.read_all(MINE)
+    md = [("authorization", f"Bearer {peer.token(KEY, 'ALL', expires='-2s')}")]
+    with grpc.insecure_channel(auth_target.address.removeprefix("http://")) as channel:
+        stub = pb_grpc.JournalStub(channel)
+        assert MINE in [j.spec.name for r in stub.List(pb.ListRequest(), metadata=md) for j in r.journals]
+        read = list(stub.Read(pb.ReadRequest(journal=MINE, block=True), metadata=md, timeout=60))
+        assert read[0].status == pb.OK and b"".join(r.content for r in read) == content

@@ -3,14 +3,21 @@
 The broker that is primary for the journals is SIGKILLed, as a crashed host; its etcd lease
 expires and Gazette reassigns the journals to the survivors (4 brokers, so that 3 replicas
 remain: with only 2 live brokers Gazette refuses appends to a journal of replication 3 with
-INSUFFICIENT_JOURNAL_BROKERS until the third comes back). Queries started after the kill,
-whose plans and routes still name the dead broker, must finish with exactly the right data:
-nothing lost, nothing duplicated, every line a whole message.
+INSUFFICIENT_JOURNAL_BROKERS until the third comes back). Batch queries started after the
+kill, and streams (source, exactly-once sink) whose primary is killed while a micro-batch
+runs, with plans and routes that still name the dead broker, must finish with exactly the right data: nothing
+lost, nothing duplicated, every line a whole message. Streams also run through a SIGKILL and
+restart of every broker, and of etcd. One cluster serves the module; each test restarts what it
+killed.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
+from collections import Counter
 
 import pytest
 from spark_helpers import events, ndjson
@@ -30,7 +37,7 @@ def cluster(tmp_path_factory):
 
 
 def replicated(name: str, **kwargs):
-    spec = make_spec(name, length=2048, **kwargs)
+    spec = make_spec(name, **{"length": 2048, **kwargs})
     spec.replication = 3
     return spec
 
@@ -41,6 +48,11 @@ def primary_of(cluster, journal: str):
     member = j.route.members[j.route.primary]
     (broker,) = [b for b in cluster.brokers if b.id == member.suffix]
     return broker
+
+
+def other_than(cluster, dead):
+    """A live broker that is not ``dead``: the address a query keeps through the kill."""
+    return next(b for b in cluster.brokers if b is not dead and b.alive())
 
 
 def kill_primary(cluster, journal: str):
@@ -90,3 +102,262 @@ def test_batch_write_survives_a_killed_primary(spark, cluster):
     finally:
         dead.start()
         cluster.wait_primaries([journal])
+
+
+def stream_reader(spark, cluster, address: str, journals: list[str], **options):
+    r = spark.readStream.format("gazette").option("broker.address", address).option("store.fileRoot", cluster.file_root)
+    r = r.option("journals", ",".join(journals)).option("startingOffsets", "earliest")
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+@pytest.mark.timeout(300)
+def test_stream_read_survives_a_primary_killed_mid_batch(spark, cluster, tmp_path):
+    """The primary of a journal is SIGKILLed inside micro-batch 1, after Spark planned it (its
+    partitions and the driver's routes name the dead broker) and before its tasks read. Every
+    read goes through the brokers (``directReads=false``); more is appended after the kill, and
+    again after the killed broker is back. The batches' rows together are every message once."""
+    journals = [f"failover/stream-{i}" for i in range(3)]
+    cluster.apply_specs([replicated(j) for j in journals])
+    with cluster.client() as c:
+        for j in journals:
+            for b in range(4):
+                c.append(j, ndjson(events(40, b * 40)))
+    dead = primary_of(cluster, journals[0])
+    address = other_than(cluster, dead).address
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def sink(batch, batch_id):
+        if batch_id == 1:
+            dead.kill()  # Spark has planned the batch: its reads start after this
+        rows = [[r.journal, r.offset, json.loads(r.value)["id"]] for r in batch.collect()]
+        (out / f"{batch_id}.json").write_text(json.dumps(rows))
+
+    df = stream_reader(spark, cluster, address, journals, maxBytesPerTrigger="4000", directReads="false")
+    q = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    try:
+        q.processAllAvailable()
+        assert not dead.alive()
+        with cluster.client() as c:  # after the kill: appended through the new primaries
+            for j in journals:
+                c.append(j, ndjson(events(40, 160)))
+        q.processAllAvailable()
+        dead.start()
+        cluster.wait_primaries(journals)
+        with cluster.client() as c:
+            for j in journals:
+                c.append(j, ndjson(events(40, 200)))
+        q.processAllAvailable()
+    finally:
+        q.stop()
+        if not dead.alive():
+            dead.start()
+    batches = sorted(int(f.stem) for f in out.glob("*.json"))
+    assert batches == list(range(len(batches))) and len(batches) > 3, batches  # batches after the kill too
+    assert journals[0] in {j for j, _, _ in json.loads((out / "1.json").read_text())}  # read after the kill
+    rows = [tuple(r) for b in batches for r in json.loads((out / f"{b}.json").read_text())]
+    assert len(set((j, o) for j, o, _ in rows)) == len(rows)  # no message twice
+    for j in journals:
+        assert sorted(i for jj, _, i in rows if jj == j) == list(range(240)), j
+
+
+def killer_udf(pid: int, marker: str, at_id: int):
+    """A Python UDF passing ``id`` through that SIGKILLs process ``pid`` from inside the task
+    that meets row ``at_id`` (once: ``marker`` is created exclusively), so the kill lands while
+    a micro-batch's task runs, before its append."""
+    from pyspark.sql.functions import udf
+
+    @udf("long")
+    def pass_id(i):
+        if i == at_id:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return i
+            os.kill(pid, signal.SIGKILL)
+        return i
+
+    return pass_id
+
+
+def sink_query(spark, cluster, address, src, dst, checkpoint, transform, **options):
+    """``src`` (earliest, small batches, Trigger.AvailableNow) -> ``transform`` -> the
+    exactly-once sink into ``dst``: rows ``{id, source_offset}``."""
+    df = stream_reader(spark, cluster, address, [src], maxBytesPerTrigger="4000")
+    df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
+    df = df.withColumn("id", transform(df.id)) if transform is not None else df
+    w = df.writeStream.format("gazette").option("broker.address", address).option("journal", dst)
+    w = w.option("checkpointLocation", str(checkpoint)).option("broker.timeout", "2m")
+    for k, v in options.items():
+        w = w.option(k, v)
+    return w.trigger(availableNow=True).start()
+
+
+def source_messages(cluster, journal: str) -> Counter:
+    """(id, offset) of every message of ``journal``: what the sink must write, once each."""
+    out: Counter = Counter()
+    with cluster.client() as c:
+        pos = 0
+        for line in c.read_all(journal).splitlines(keepends=True):
+            out[(json.loads(line)["id"], pos)] += 1
+            pos += len(line)
+    return out
+
+
+def sink_output(cluster, journal: str) -> Counter:
+    """(id, source_offset) of every line of ``journal``; each line must be a whole document."""
+    with cluster.client() as c:
+        data = c.read_all(journal)
+    assert data.endswith(b"\n")
+    return Counter((d["id"], d["source_offset"]) for d in map(json.loads, data.splitlines()))
+
+
+def await_query(q, timeout: float = 240) -> None:
+    assert q.awaitTermination(timeout), f"the query did not finish within {timeout}s"
+    assert q.exception() is None, q.exception()
+
+
+@pytest.mark.timeout(400)
+def test_exactly_once_sink_survives_a_primary_killed_mid_batch(spark, cluster, tmp_path):
+    """Gazette -> Gazette through the exactly-once sink. A task of micro-batch 1 SIGKILLs the
+    sink journal's primary before its append; that append and every later one go to the
+    journal's new primary. Then the last batch is re-run from the checkpoint (its commit-log
+    entry removed, as when the driver dies before writing it): the registers, written through
+    the new primary, refuse it. The output holds every input message exactly once."""
+    src, dst = "failover/sink-in", "failover/sink-out"
+    cluster.apply_specs([replicated(src), replicated(dst)])
+    with cluster.client() as c:
+        for b in range(6):
+            c.append(src, ndjson(events(40, b * 40)))
+    want = source_messages(cluster, src)
+    dead = primary_of(cluster, dst)
+    address = other_than(cluster, dead).address
+    marker, checkpoint = tmp_path / "killed", tmp_path / "ckpt"
+    kill = killer_udf(dead.pid, str(marker), at_id=100)  # in the second of ~3 batches
+    try:
+        q = sink_query(spark, cluster, address, src, dst, checkpoint, kill)
+        await_query(q)
+        assert marker.exists() and not dead.alive()
+        batches = [p["batchId"] for p in q.recentProgress if p["numInputRows"]]
+        assert len(batches) >= 3, batches
+        assert sink_output(cluster, dst) == want
+        with cluster.client() as c:
+            size = len(c.read_all(dst))
+        last = max(batches)
+        for name in (str(last), f".{last}.crc"):
+            (checkpoint / "commits" / name).unlink()
+        q = sink_query(spark, cluster, address, src, dst, checkpoint, None)
+        await_query(q)
+        assert [p["batchId"] for p in q.recentProgress if p["numInputRows"]] == [last]  # it did run again
+        with cluster.client() as c:
+            assert len(c.read_all(dst)) == size
+        assert sink_output(cluster, dst) == want
+    finally:
+        if not dead.alive():
+            dead.start()
+            cluster.wait_primaries([src, dst])
+
+
+def persist_everything(cluster, journals: list[str], timeout: float = 60) -> None:
+    """Make every acknowledged byte of ``journals`` durable in the fragment store: a zero-byte
+    append rolls a spool longer than the fragment length (Gazette's primary then persists it at
+    once), then wait until the listing shows every fragment persisted up to the write head."""
+    deadline = time.monotonic() + timeout
+    with cluster.client() as c:
+        for j in journals:
+            c.appender(j).close()
+            head = len(c.read_all(j))
+            while True:
+                frags = [f.spec for f in c.list_fragments(j)]
+                if all(f.mod_time for f in frags) and (frags[-1].end if frags else 0) == head:
+                    break
+                assert time.monotonic() < deadline, (j, head, frags)
+                time.sleep(0.1)
+
+
+def crash_and_restart_brokers(cluster, journals: list[str]) -> None:
+    """SIGKILL every broker, start them again (same ids and ports), wait for the journals'
+    routes, and reset their heads as Gazette's operator must after losing every replica: the
+    new primaries start at offset 0 and refuse appends with INDEX_HAS_GREATER_OFFSET until an
+    append at the fragment index's end (``gazctl journals reset-head``)."""
+    for b in cluster.brokers:
+        b.kill()
+    for b in cluster.brokers:
+        b.start()
+    cluster.wait_primaries(journals, timeout=60)
+    for j in journals:
+        cluster.gazctl("journals", "reset-head", "-l", f"name={j}")
+
+
+@pytest.mark.timeout(400)
+def test_stream_through_a_crash_and_restart_of_every_broker(spark, cluster, tmp_path):
+    """Gazette -> exactly-once sink -> Gazette, running while every broker is SIGKILLed and
+    started again. Gazette keeps acknowledged content that was persisted (unpersisted spools die
+    with their last replica), so the test persists both journals before the crash. The running
+    query waits out the outage (its reads and appends retry within ``broker.timeout``) and writes
+    what is appended after the restart: the output holds every input message exactly once."""
+    src, dst = "failover/crash-in", "failover/crash-out"
+    cluster.apply_specs([replicated(src, length=1024), replicated(dst, length=1024)])
+    with cluster.client() as c:
+        for b in range(4):
+            c.append(src, ndjson(events(40, b * 40)))
+    df = stream_reader(spark, cluster, cluster.brokers[0].address, [src], maxBytesPerTrigger="4000")
+    df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
+    w = df.writeStream.format("gazette").option("broker.address", cluster.brokers[0].address).option("journal", dst)
+    q = w.option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    try:
+        q.processAllAvailable()
+        assert sink_output(cluster, dst) == source_messages(cluster, src)
+        persist_everything(cluster, [src, dst])
+        crash_and_restart_brokers(cluster, [src, dst])
+        assert q.isActive, q.exception()
+        with cluster.client() as c:
+            for b in range(4, 7):
+                c.append(src, ndjson(events(40, b * 40)))
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    want = source_messages(cluster, src)
+    assert sum(want.values()) == 280
+    assert sink_output(cluster, dst) == want
+
+
+@pytest.mark.timeout(300)
+def test_stream_through_an_etcd_restart(spark, cluster, tmp_path):
+    """etcd SIGKILLed and started again (same data, same port) while a Gazette -> exactly-once
+    sink stream runs, with appends while it is down. Brokers keep their assignments and serve
+    reads and appends from the state they hold; their lease keep-alives resume when etcd is back
+    within the lease TTL (etcd renews every lease when it starts), so no broker exits and no
+    journal moves. (Down longer than the lease, every broker exits: "unable to keep member
+    lease alive".) The output holds every input message exactly once."""
+    src, dst = "failover/etcd-in", "failover/etcd-out"
+    cluster.apply_specs([replicated(src), replicated(dst)])
+    with cluster.client() as c:
+        c.append(src, ndjson(events(40)))
+    pids, down = [b.pid for b in cluster.brokers], 0.0
+    df = stream_reader(spark, cluster, cluster.brokers[0].address, [src], maxBytesPerTrigger="4000")
+    df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
+    w = df.writeStream.format("gazette").option("broker.address", cluster.brokers[0].address).option("journal", dst)
+    q = w.option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    try:
+        q.processAllAvailable()
+        cluster.etcd.kill()
+        down = time.monotonic()
+        with cluster.client() as c:  # the data plane needs no etcd
+            c.append(src, ndjson(events(40, 40)))
+        cluster.etcd.start()
+        down = time.monotonic() - down  # brokers exit if it exceeds their lease (5 s)
+        with cluster.client() as c:
+            c.append(src, ndjson(events(40, 80)))
+        q.processAllAvailable()
+    finally:
+        q.stop()
+        if cluster.etcd.proc is None or cluster.etcd.proc.poll() is not None:
+            cluster.etcd.start()
+    alive = [b.alive() for b in cluster.brokers]
+    assert [b.pid for b in cluster.brokers] == pids and all(alive), f"etcd was down {down:.1f}s; alive: {alive}"
+    want = source_messages(cluster, src)
+    assert sum(want.values()) == 120
+    assert sink_output(cluster, dst) == want

@@ -108,14 +108,16 @@ def written(out, framing) -> list[tuple[str, int, bytes]]:
 
 @pytest.mark.parametrize("framing", ["ndjson", "protobuf-fixed"])
 def test_read_committed_streams_equal_gazettes_sequencer_at_any_batch_size(spark, target, tmp_path, framing):
-    if target.kind == "gazette" and framing == "protobuf-fixed":
-        pytest.skip("CI time: the framing makes no difference to the broker; ndjson covers real Gazette")
     journals = published(target, framing, seed=23)
     want = [(j, o, normalise(framing, p)) for j, o, p in oracle_rows(target.address, journals)]
     # Small batches: about a ninth of the data each (the late transaction stays open across them).
     small = str(max(o for _, o, _ in want) // 3)
-    # One large batch; then small ones.
-    for name, limit in (("large", "64m"), ("small", small)):
+    # One large batch; then small ones. (protobuf-fixed on real Gazette: only the small ones, for
+    # CI time; the framing changes nothing in the broker, ndjson covers the large batch there.)
+    sizes = [("large", "64m"), ("small", small)]
+    if target.kind == "gazette" and framing == "protobuf-fixed":
+        sizes = sizes[1:]
+    for name, limit in sizes:
         out = tmp_path / f"out-{name}"
         batches = stream_rows(
             spark, target, journals, framing, tmp_path / f"ckpt-{name}", out, maxBytesPerTrigger=limit

@@ -55,7 +55,7 @@ def test_refused_reads_say_why(spark, auth_broker):
     with pytest.raises(Exception, match="UNAUTHENTICATED.*signature does not verify") as info:
         read(spark, auth_broker, wrong, journals="auth/mine").collect()
     assert wrong not in str(info.value)
-    with pytest.raises(Exception, match="PERMISSION_DENIED.*lacks the LIST capability"):
+    with pytest.raises(Exception, match="UNAUTHENTICATED.*lacks the LIST capability"):
         read(spark, auth_broker, mint_token(KEY, READ), journals="auth/mine").collect()
     other = mint_token(KEY, LIST | READ, "name=auth/mine")
     with pytest.raises(Exception, match="not found: 'auth/theirs' \\(or broker.authToken does not cover them\\)"):

@@ -95,8 +95,14 @@ def test_quickstart_writes_reads_and_streams_exactly_once(first_run):
     # The report agrees with the journals.
     assert numbers(report_value(text, "rows written (df.write)"))[:2] == [ROWS, size]
     direct_fragments, direct_bytes = numbers(report_value(text, "aggregation read directly from files"))
-    broker_ranges, broker_bytes = numbers(report_value(text, "aggregation read through the broker"))
+    broker_fragments, broker_ranges, broker_bytes = numbers(report_value(text, "aggregation read through the broker"))
     assert direct_bytes + broker_bytes == size
+    # The fragments line and the read agree: every fragment this run wrote was read once, from
+    # its file when persisted, through the broker while in the spool.
+    written, persisted, spooled = numbers(report_value(text, "quickstart/clicks fragments written"))
+    assert (direct_fragments, broker_fragments) == (persisted, spooled)
+    assert persisted + spooled == written
+    assert (broker_ranges > 0) == (spooled > 0)
     assert direct_fragments >= 1 and direct_bytes > 0  # persisted fragments were read from the files
     assert numbers(report_value(text, "rows in quickstart/checkouts"))[0] == len(checkouts)
     assert numbers(report_value(text, "stream run 1"))[1] == ROWS

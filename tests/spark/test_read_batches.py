@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from spark_helpers import ndjson, reader
+from spark_helpers import fill, ndjson, reader
 
 
 @pytest.mark.parametrize(
@@ -54,3 +54,14 @@ def test_metadata_columns(spark, broker, client, create_journal):
     assert rows[0].uuid == docs[0]["_meta"]["uuid"]
     assert rows[3].uuid is None and rows[3].clock is None
     assert rows[0].mod_time is not None and rows[3].mod_time is None  # persisted vs live tail
+
+
+def test_user_schema_of_untyped_columns_reads_raw(spark, broker, client, create_journal):
+    create_journal("subset/a", length=1024)
+    expected = fill(client, broker, "subset/a", batches=3, per_batch=20)
+    df = reader(spark, broker, journals="subset/a").schema("value STRING").load()
+    assert df.columns == ["value"]
+    assert sorted(r.value for r in df.collect()) == sorted(line.decode() for _, line in expected)
+    df = reader(spark, broker, journals="subset/a").schema("offset LONG, value BINARY").load()
+    assert df.columns == ["offset", "value"]
+    assert sorted((r.offset, bytes(r.value)) for r in df.collect()) == expected

@@ -54,8 +54,10 @@ def test_many_one_message_journals_read_in_few_partitions(spark, broker, client)
     assert sorted((r.journal, r.offset, r.value) for r in rows) == sorted(
         (n, 0, line(n, 0).decode().strip()) for n in names
     )
-    # 120 pieces of (~35 bytes + 4 MiB open cost) in 128 MiB partitions: 31 a partition.
-    assert df.rdd.getNumPartitions() == 4
+    # 120 pieces of (~35 bytes + the 256 KiB default open cost) in 128 MiB partitions: one.
+    assert df.rdd.getNumPartitions() == 1
+    # With Spark's 4 MiB open cost: 31 a partition.
+    assert reader(spark, broker, selector="set=many", openCostInBytes="4m").load().rdd.getNumPartitions() == 4
     # minPartitions spreads them out again.
     assert reader(spark, broker, selector="set=many", minPartitions="10").load().rdd.getNumPartitions() >= 10
 
@@ -166,7 +168,7 @@ def test_stream_over_many_journals_packs_deterministic_partitions(spark, broker,
     second = len(ndjson(events(1)))
     assert sorted((r.journal, r.offset) for r in got) == sorted((n, o) for n in names for o in (0, second))
 
-    sr = GazetteStreamReader(read_opts(broker, selector="set=stm"), df.schema)
+    sr = GazetteStreamReader(read_opts(broker, selector="set=stm", openCostInBytes="4m"), df.schema)
     start = {n: 0 for n in names}
     end = sr.latestOffset(start, sr.getDefaultReadLimit())
     first = sr.partitions(start, end)
@@ -176,3 +178,52 @@ def test_stream_over_many_journals_packs_deterministic_partitions(spark, broker,
         client.append(name, ndjson(events(1)))  # new data and a new layout after the batch's end
     assert sr.partitions(start, end) == first
     assert sr.partitions(end, end) == []
+
+
+@pytest.mark.both_brokers
+def test_stream_latest_offset_from_watched_write_heads(broker, client, create_journal):
+    """``watchWriteHeads``: ``latestOffset`` follows appends, new and deleted journals through the
+    watcher; ``stop`` ends the watches."""
+    import time
+
+    import pyspark_gazette.spark.read.stream as stream_module
+    from pyspark_gazette.spark.read.stream import GazetteStreamReader
+    from pyspark_gazette.spark.source import untyped_schema
+
+    names = [f"wh/j{i:02d}" for i in range(12)]
+    for n in names:
+        create_journal(n, labels={"set": "wh"})
+        client.append(n, line(n, 0))
+    base = {"broker.address": broker.address, "store.fileRoot": broker.store_root, "selector": "set=wh"}
+    opts = ReadOptions.parse({**base, "watchWriteHeads": "true"}, streaming=True, env={})
+    sr = GazetteStreamReader(opts, untyped_schema(True, False))
+    limit = sr.getDefaultReadLimit()
+
+    def eventually(expected: dict) -> None:
+        deadline = time.monotonic() + 30
+        while (got := sr.latestOffset(start, limit)) != expected:
+            assert time.monotonic() < deadline, f"latestOffset {got} != {expected}"
+            time.sleep(0.05)
+
+    try:
+        start = sr.initialOffset()  # latest: each journal's one line
+        assert start == {n: len(line(n, 0)) for n in names}
+        assert sr.latestOffset(start, limit) == start  # idle
+        watcher = stream_module._watchers[sr._token]
+        assert watcher.watched() == set(names)
+        head = client.append(names[3], line(names[3], 1)).end
+        eventually({**start, names[3]: head})
+        create_journal("wh/late", labels={"set": "wh"})
+        late = client.append("wh/late", line("wh/late", 0)).end
+        eventually({**start, names[3]: head, "wh/late": late})  # read from its start
+        assert "wh/late" in watcher.watched()
+        gone = next(j for j in client.list_journals("set=wh") if j.name == names[0])
+        client.apply([Change(expect_mod_revision=gone.mod_revision, delete=names[0])])
+        deadline = time.monotonic() + 30
+        while names[0] in watcher.watched():
+            sr.latestOffset(start, limit)
+            assert time.monotonic() < deadline, "the deleted journal is still watched"
+            time.sleep(0.05)
+    finally:
+        sr.stop()
+    assert sr._token not in stream_module._watchers

@@ -63,7 +63,7 @@ def test_codes_for_bad_tokens_and_missing_capabilities():
         ctx = FakeContext([("authorization", f"Bearer {mint_token(KEY, LIST)}")])
         with pytest.raises(Aborted):
             auth.verify(ctx, READ, "Read")
-        assert ctx.aborted[0] == grpc.StatusCode.PERMISSION_DENIED and "READ" in ctx.aborted[1]
+        assert ctx.aborted[0] == grpc.StatusCode.UNAUTHENTICATED and "READ" in ctx.aborted[1]
         ctx = FakeContext([("authorization", f"Bearer {mint_token(KEY, READ)}")])
         assert auth.verify(ctx, READ, "Read").capability == READ
         assert len(ctx.callbacks) == 1  # the expiry watch, removed when the RPC ends

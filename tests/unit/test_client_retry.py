@@ -6,6 +6,8 @@ unit tests replace the single-RPC classes (Reader, Appender) with scripts of out
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from pyspark_gazette.client import append_service as svc_mod
@@ -157,7 +159,17 @@ class ScriptedAppender:
 def appender_script(monkeypatch):
     sleeps: list[float] = []
     monkeypatch.setattr(svc_mod, "Appender", ScriptedAppender)
-    monkeypatch.setattr(svc_mod.time, "sleep", sleeps.append)
+    real_sleep = svc_mod.time.sleep
+
+    def sleep(seconds: float) -> None:
+        # time.sleep is process-wide: record only this test's journals' dispatch threads, so a
+        # thread another test left behind (a client retrying a stopped broker) keeps sleeping.
+        if threading.current_thread().name in ("gazette-append-a/j", "gazette-append-b/j"):
+            sleeps.append(seconds)
+        else:
+            real_sleep(seconds)
+
+    monkeypatch.setattr(svc_mod.time, "sleep", sleep)
     ScriptedAppender.script, ScriptedAppender.sent = [], []
     return sleeps
 

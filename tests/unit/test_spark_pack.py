@@ -26,8 +26,8 @@ def members(part) -> list[GazettePartition]:
     return list(part.members) if isinstance(part, PackedPartition) else [part]
 
 
-def test_options_parse_and_default_like_spark():
-    assert opts().open_cost_bytes == 4 << 20 and opts().min_partitions is None
+def test_options_parse_and_default():
+    assert opts().open_cost_bytes == 256 << 10 and opts().min_partitions is None
     o = opts(openCostInBytes="1k", minPartitions="3")
     assert (o.open_cost_bytes, o.min_partitions) == (1024, 3)
     for key, value in (("openCostInBytes", "0"), ("minPartitions", "0"), ("minPartitions", "many")):
@@ -37,9 +37,11 @@ def test_options_parse_and_default_like_spark():
 
 def test_a_thousand_tiny_journals_pack_like_spark_packs_small_files():
     pieces = [piece(f"many/j{i:04d}", 0, 60) for i in range(1000)]
-    parts = pack(pieces, opts())
+    parts = pack(pieces, opts(openCostInBytes="4m"))
     # 128 MiB partitions of (60 bytes + 4 MiB open cost) pieces: 31 a partition, as Spark packs files.
     assert [len(members(p)) for p in parts] == [31] * 32 + [8]
+    # The default open cost, 256 KiB: 511 a partition.
+    assert [len(members(p)) for p in pack(pieces, opts())] == [511, 489]
     assert [p.index for p in parts] == list(range(len(parts)))
     assert [m for p in parts for m in members(p)] == pieces  # order kept, nothing lost or repeated
     assert all(isinstance(p, PackedPartition) for p in parts)

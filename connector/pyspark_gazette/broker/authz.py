@@ -13,24 +13,23 @@ Append                                      APPEND
 Replicate                                   REPLICATE
 ==========================================  ===========
 
-Outcomes, and where they differ from Gazette:
+Outcomes, as Gazette's (checked against gazette v0.103.0 in ``tests/oracle/test_auth_oracle.py``):
 
-* a missing, malformed, badly signed, expired or not-yet-valid token: gRPC ``UNAUTHENTICATED``
-  (as Gazette);
-* a valid token without the capability: gRPC ``PERMISSION_DENIED`` (Gazette answers
-  ``UNAUTHENTICATED`` here too; PERMISSION_DENIED tells "who you are" apart from "what you may do");
+* a missing, malformed, badly signed, expired or not-yet-valid token: gRPC ``UNAUTHENTICATED``;
+* a valid token without the capability: gRPC ``UNAUTHENTICATED`` too, naming the capability;
 * Read, Append and ListFragments of a journal the token's selector does not cover: the
-  protocol status ``JOURNAL_NOT_FOUND``, exactly as Gazette, so a token never reveals which
-  journals exist outside it;
-* Apply of a journal outside the selector: gRPC ``PERMISSION_DENIED`` naming the journal
-  (Gazette: ``UNAUTHENTICATED``). Upserts are matched with the new spec's labels plus its
-  ``name``; deletes by name alone, as Gazette;
-* List returns the journals matching both the request's selector and the token's (Gazette
-  intersects the two the same way).
+  protocol status ``JOURNAL_NOT_FOUND``, so a token never reveals which journals exist outside it;
+* Apply of a journal outside the selector: gRPC ``UNAUTHENTICATED`` naming the journal. Upserts
+  are matched with the new spec's labels plus its ``name``; deletes by name alone;
+* List returns the journals matching both the request's selector and the token's.
 
-The token's expiry bounds the RPC: when ``exp`` (plus the leeway) passes, the broker cancels
-the call, so a blocking Read or a List watch cannot outlive its token (Gazette sets the RPC's
-deadline to ``exp``; the client sees ``CANCELLED`` here, ``DEADLINE_EXCEEDED`` there).
+The token's expiry bounds the RPC, as Gazette's deadline at ``exp`` does: a Read or a List
+serves what is there and, where it would wait past ``exp``, ends cleanly (status OK: Gazette
+suppresses its own deadline on these long-lived streams). Any other call made with a token past
+``exp`` (accepted within the leeway) fails with ``DEADLINE_EXCEEDED``, as Gazette's; one still
+running when ``exp`` passes is cancelled (``CANCELLED``: a gRPC server cannot set another
+thread's call to a deadline status). The client restarts a cleanly ended Read and is then
+refused with ``UNAUTHENTICATED`` once the 5 s leeway has passed.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ import time
 
 import grpc
 
-from pyspark_gazette.protocol.auth import LEEWAY, Claims, KeySet, PermissionDeniedError, TokenError, verify_bearer
+from pyspark_gazette.protocol.auth import Claims, KeySet, PermissionDeniedError, TokenError, verify_bearer
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +58,13 @@ class Authorizer:
     def enabled(self) -> bool:
         return self.keys is not None
 
-    def verify(self, context: grpc.ServicerContext, capability: int, rpc: str) -> Claims | None:
-        """The caller's claims, or abort the RPC (UNAUTHENTICATED / PERMISSION_DENIED).
+    def verify(
+        self, context: grpc.ServicerContext, capability: int, rpc: str, *, ends_at_expiry: bool = False
+    ) -> Claims | None:
+        """The caller's claims, or abort the RPC with ``UNAUTHENTICATED``.
 
-        Schedules the call's cancellation for when the token expires.
+        Schedules the call's cancellation for when the token expires, unless ``ends_at_expiry``:
+        the handler (a blocking Read, a List watch) then ends itself cleanly at ``claims.exp``.
         """
         if self.keys is None:
             return None
@@ -75,9 +77,12 @@ class Authorizer:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, f"{rpc}: {e}")
         except PermissionDeniedError as e:
             log.info("%s refused: %s", rpc, e)
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
         assert self._expiry is not None
-        self._expiry.schedule(context, claims.exp + LEEWAY)
+        if not ends_at_expiry:
+            if claims.exp <= time.time():  # accepted within the leeway, but its deadline is gone
+                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"{rpc}: context deadline exceeded")
+            self._expiry.schedule(context, claims.exp)
         return claims
 
     def stop(self) -> None:
@@ -147,3 +152,13 @@ class _ExpiryCanceller:
             self._stopped = True
             self._heap.clear()
             self._cond.notify()
+
+
+def expired(deadline: float | None) -> bool:
+    """Whether a token's expiry (``None``: no token) has passed."""
+    return deadline is not None and time.time() >= deadline
+
+
+def time_left(deadline: float | None) -> float | None:
+    """How long a wait may last before a token's expiry (``None``: unbounded)."""
+    return None if deadline is None else max(0.0, deadline - time.time())

@@ -89,7 +89,14 @@ class BrokerCore:
         return journal
 
     def journal(self, name: str) -> Journal | None:
-        return self.journals.get(name)
+        journal = self.journals.get(name)
+        if journal is None and self.registry.get(name) is not None:
+            # Listed (the registry committed an Apply) but not open yet: that Apply still holds
+            # the lock while it opens the journal. Wait for it rather than answer
+            # JOURNAL_NOT_FOUND for a journal a List already returned.
+            with self.lock:
+                journal = self.journals.get(name)
+        return journal
 
     def _on_durable(self, spool: Spool, record: CommitRecord) -> None:
         journal = self.journals.get(spool.journal)

@@ -32,7 +32,7 @@ class JournalServicer(pb_grpc.JournalServicer):
         self.auth = authorizer or Authorizer(None)
 
     def List(self, request: pb.ListRequest, context: grpc.ServicerContext) -> Iterator[pb.ListResponse]:
-        claims = self.auth.verify(context, LIST, "List")
+        claims = self.auth.verify(context, LIST, "List", ends_at_expiry=True)
         yield from list_apply.serve_list(self.core, request, context, claims)
 
     def Apply(self, request: pb.ApplyRequest, context: grpc.ServicerContext) -> pb.ApplyResponse:
@@ -49,7 +49,7 @@ class JournalServicer(pb_grpc.JournalServicer):
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "the embedded broker has no peers to replicate with")
 
     def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[pb.ReadResponse]:
-        claims = self.auth.verify(context, READ, "Read")
+        claims = self.auth.verify(context, READ, "Read", ends_at_expiry=True)
         yield from read.serve_read(self.core, request, context, claims)
 
     def ListFragments(self, request: pb.FragmentsRequest, context: grpc.ServicerContext) -> pb.FragmentsResponse:

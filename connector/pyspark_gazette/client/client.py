@@ -89,7 +89,20 @@ class JournalClient:
     def appender(self, journal: str, **params: Any) -> Appender:
         return Appender(self.conns, journal, **params)
 
-    def append(self, journal: str, content: bytes | IO[bytes], **params: Any) -> pb.Fragment:
+    def append(
+        self, journal: str, content: bytes | IO[bytes], *, whole_messages: bool = True, **params: Any
+    ) -> pb.Fragment:
+        """Append ``content`` atomically (retried as :func:`~pyspark_gazette.client.appender.append`).
+
+        With ``whole_messages`` (the default), content that does not end with a newline, bound
+        for a journal whose ``content-type`` frames one message per line (ndjson, lines, csv),
+        is refused with :class:`~pyspark_gazette.errors.InvalidInputError` before anything is
+        sent: its last message would be incomplete and the next append would join onto it. Only
+        such content costs a List of the journal. ``whole_messages=False`` appends bytes as given
+        (for a message built over several appends on purpose).
+        """
+        if whole_messages:
+            check_message_ends(self, journal, _last_byte(content))
         return append(self.conns, journal, content, **params)
 
     @property
@@ -97,3 +110,45 @@ class JournalClient:
         if self._service is None:
             self._service = AppendService(self.conns)
         return self._service
+
+
+#: Content types whose framing is one message per line (docs/protocol.md, framings).
+_LINE_FRAMINGS = ("ndjson", "lines", "csv")
+
+
+def _last_byte(content: bytes | bytearray | memoryview | IO[bytes]) -> bytes:
+    if isinstance(content, (bytes, bytearray, memoryview)):
+        return bytes(content[-1:])
+    if not content.seekable():
+        return b""  # a stream cannot be checked ahead of sending
+    start = content.tell()
+    end = content.seek(0, 2)
+    if end <= start:
+        content.seek(start)
+        return b""
+    content.seek(end - 1)
+    last = content.read(1)
+    content.seek(start)
+    return last
+
+
+def check_message_ends(client: JournalClient, journal: str, last_byte: bytes) -> None:
+    """Refuse content ending in ``last_byte`` that would leave ``journal``'s last message open
+    (a newline-framed journal: the next append would glue its first message onto this one)."""
+    if not last_byte or last_byte == b"\n":
+        return
+    from pyspark_gazette.errors import FramingError, InvalidInputError
+    from pyspark_gazette.message import framing_for_content_type
+    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
+
+    types = label_values(client.get_journal(journal).spec.labels, CONTENT_TYPE)
+    try:
+        framing = framing_for_content_type(types[0]) if types else None
+    except FramingError:
+        framing = None
+    if framing is not None and framing.name in _LINE_FRAMINGS:
+        raise InvalidInputError(
+            f"the content for journal {journal!r} ({types[0]}, one message per line) does not end with a "
+            "newline, so its last message is incomplete and the next append would join onto it; nothing was "
+            "appended (end the content with a newline)"
+        )

@@ -136,6 +136,7 @@ class Connections:
         self.config = config
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, pb_grpc.JournalStub] = {}
         self._routes: dict[str, pb.Route] = {}
         self._closed = False
 
@@ -145,7 +146,17 @@ class Connections:
     # -- channels ----------------------------------------------------------------------------
 
     def stub(self, endpoint: str | None = None) -> pb_grpc.JournalStub:
-        return pb_grpc.JournalStub(self.channel(endpoint or self.config.address))
+        """The stub of ``endpoint``'s channel, made once per channel (a stub builds a callable per
+        RPC: making one per call cost more than the call itself when planning many journals)."""
+        endpoint = endpoint or self.config.address
+        stub = self._stubs.get(endpoint)
+        if stub is None:
+            channel = self.channel(endpoint)
+            with self._lock:
+                stub = self._stubs.get(endpoint)
+                if stub is None or self._channels.get(endpoint) is not channel:
+                    stub = self._stubs[endpoint] = pb_grpc.JournalStub(channel)
+        return stub
 
     def channel(self, endpoint: str) -> grpc.Channel:
         with self._lock:
@@ -160,6 +171,7 @@ class Connections:
         with self._lock:
             self._closed = True
             channels, self._channels = list(self._channels.values()), {}
+            self._stubs = {}
         for ch in channels:
             ch.close()
 
@@ -240,13 +252,24 @@ class Connections:
                 attempt += 1
 
 
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+    ("grpc.max_send_message_length", 64 << 20),
+    ("grpc.enable_http_proxy", 0),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+
+def open_aio_channel(target: Target) -> grpc.aio.Channel:
+    """An asyncio channel with the options of :class:`Connections`' channels (create it on the
+    event loop that uses it)."""
+    if target.secure:
+        return grpc.aio.secure_channel(target.target, grpc.ssl_channel_credentials(), options=_CHANNEL_OPTIONS)
+    return grpc.aio.insecure_channel(target.target, options=_CHANNEL_OPTIONS)
+
+
 def _open_channel(target: Target) -> grpc.Channel:
-    options = [
-        ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
-        ("grpc.max_send_message_length", 64 << 20),
-        ("grpc.enable_http_proxy", 0),
-        ("grpc.keepalive_time_ms", 30_000),
-    ]
+    options = _CHANNEL_OPTIONS
     if target.secure:
         return grpc.secure_channel(target.target, grpc.ssl_channel_credentials(), options=options)
     return grpc.insecure_channel(target.target, options=options)

@@ -8,6 +8,7 @@ a journal's fragments until the broker's ``next_page_token`` is 0.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -21,6 +22,8 @@ from pyspark_gazette.protocol.labels import to_selector
 
 #: Etcd's limit of operations in one transaction; ``apply_in_batches`` stays below it.
 MAX_CHANGES_PER_APPLY = 128
+#: ListFragments calls in flight at once in :func:`list_fragments_many`.
+LIST_FRAGMENTS_WINDOW = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,3 +257,61 @@ def iter_fragments(
         if resp.next_page_token <= request.next_page_token:
             raise ProtocolError(f"ListFragments of {journal!r}: page token did not advance ({resp.next_page_token})")
         request.next_page_token = resp.next_page_token
+
+
+def list_fragments_many(
+    conns: Connections,
+    journals: Sequence[str],
+    *,
+    signature_ttl: float | None = None,
+    window: int = LIST_FRAGMENTS_WINDOW,
+) -> Iterator[tuple[str, list[ListedFragment]]]:
+    """``(journal, list_fragments(journal))`` for each journal, in order, with up to ``window``
+    first-page requests in flight at once.
+
+    The requests are started as gRPC futures (no thread each: at 5,000 journals this costs half
+    to a third of a pool of threads making one call each) and sent to a route member when the
+    route is known. A journal whose first answer is not a complete OK page (an error, another
+    page, another status) is listed again by :func:`list_fragments` (retries, routes, paging),
+    so errors are raised in journal order, as that would.
+    """
+    if window <= 1:
+        for journal in journals:
+            yield journal, list_fragments(conns, journal, signature_ttl=signature_ttl)
+        return
+    kwargs = conns.call_kwargs()
+    calls: collections.deque = collections.deque()
+
+    def take() -> tuple[str, list[ListedFragment]]:
+        journal, endpoint, future = calls.popleft()
+        try:
+            resp = future.result() if future is not None else None
+        except grpc.RpcError:
+            if endpoint != conns.config.address:
+                conns.forget_route(journal)
+            resp = None
+        if resp is None or resp.status != pb.OK or resp.next_page_token != 0:
+            return journal, list_fragments(conns, journal, signature_ttl=signature_ttl)
+        conns.update_route(journal, resp.header if resp.HasField("header") else None)
+        return journal, [ListedFragment(f.spec, f.signed_url) for f in resp.fragments]
+
+    try:
+        for journal in journals:
+            request = pb.FragmentsRequest(journal=journal)
+            if signature_ttl:
+                request.signatureTTL.seconds = int(signature_ttl)
+                request.signatureTTL.nanos = int(round((signature_ttl - int(signature_ttl)) * 1e9))
+            endpoint = conns.read_endpoint(journal)
+            try:
+                future = conns.stub(endpoint).ListFragments.future(request, **kwargs)
+            except grpc.RpcError:
+                future = None
+            calls.append((journal, endpoint, future))
+            if len(calls) >= window:
+                yield take()
+        while calls:
+            yield take()
+    finally:
+        for _, _, future in calls:
+            if future is not None:
+                future.cancel()

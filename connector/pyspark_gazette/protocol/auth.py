@@ -56,8 +56,8 @@ class TokenError(AuthError):
 
 
 class PermissionDeniedError(AuthError):
-    """A valid token does not grant the capability or does not cover the journal
-    (gRPC ``PERMISSION_DENIED``)."""
+    """A valid token does not grant the capability or does not cover the journal (gRPC
+    ``UNAUTHENTICATED``, as Gazette answers it: its one code for every auth refusal)."""
 
 
 # --------------------------------------------------------------------------------------------

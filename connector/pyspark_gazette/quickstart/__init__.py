@@ -247,7 +247,8 @@ def _run_spark(
         if not broker.wait_persisted(120):
             raise CheckFailed("rolled fragments were not persisted within 120 s")
         broker.refresh(CLICKS)
-        frags = client.list_fragments(CLICKS)
+        # This run's fragments (a --keep run's journal also holds earlier runs' fragments).
+        frags = [f for f in client.list_fragments(CLICKS) if f.spec.end > begin]
         persisted = [f for f in frags if f.spec.backing_store and f.spec.mod_time]
         report.update(fragments=len(frags), persisted=len(persisted))
         spooled = len(frags) - len(persisted)
@@ -333,9 +334,16 @@ def _print_report(r: dict[str, Any], steps: Steps, root: pathlib.Path, keep: boo
     size = r["write_end"] - r["write_begin"]
     lines = [
         ("rows written (df.write)", f"{r['rows']:,} ({size:,} bytes; event ids from {r['first_id']:,})"),
-        (f"fragments of {CLICKS}", f"{r['persisted']} persisted / {r['fragments'] - r['persisted']} in the spool"),
+        (
+            f"{CLICKS} fragments written",
+            # From the read's own snapshot: the broker may persist a spool between step 4 and it.
+            f"{r['fragments']}: {plan.direct_fragments} persisted / {plan.broker_fragments} in the spool when read",
+        ),
         ("aggregation read directly from files", f"{plan.direct_fragments} fragments, {plan.direct_bytes:,} bytes"),
-        ("aggregation read through the broker", f"{plan.broker_ranges} range(s), {plan.broker_bytes:,} bytes"),
+        (
+            "aggregation read through the broker",
+            f"{plan.broker_fragments} spool fragment(s) in {plan.broker_ranges} range(s), {plan.broker_bytes:,} bytes",
+        ),
         ("aggregation Spark partitions", f"{plan.partitions}"),
         ("stream run 1", f"{s1.batches} micro-batches, {s1.input_rows:,} rows in"),
         ("stream run 2 (same checkpoint)", f"{s2.batches} micro-batches, {s2.input_rows:,} rows in"),

@@ -247,6 +247,8 @@ class PlannedRead:
     broker_ranges: int
     broker_bytes: int
     partitions: int
+    #: Fragments (spool fragments, not yet persisted) the broker ranges cover.
+    broker_fragments: int = 0
 
 
 def planned_read(options: dict[str, str]) -> PlannedRead:
@@ -260,10 +262,18 @@ def planned_read(options: dict[str, str]) -> PlannedRead:
     opts = ReadOptions.parse(options)
     with JournalClient(opts.connection.client_config()) as client:
         parts, _ = plan(client, resolve_journals(client, opts.journals, opts.selector), opts)
-    segs = [s for p in parts for s in p.segments]
-    direct = [s for s in segs if s.fragment is not None]
-    broker = [s for s in segs if s.fragment is None]
+        segs = [s for p in parts for s in p.segments]
+        direct = [s for s in segs if s.fragment is not None]
+        broker = [s for s in segs if s.fragment is None]
+        listed = {j: [f.spec for f in client.list_fragments(j)] for j in {s.journal for s in broker}}
+    spool = {
+        (s.journal, f.begin)
+        for s in broker
+        for f in listed[s.journal]
+        if not f.backing_store and f.begin < s.end and s.begin < f.end
+    }
     return PlannedRead(
+        broker_fragments=len(spool),
         direct_fragments=len({(s.journal, s.fragment.begin) for s in direct if s.fragment is not None}),
         direct_bytes=sum(s.length for s in direct),
         broker_ranges=len(broker),

@@ -8,7 +8,8 @@ Either way nothing of the append becomes visible.
 
 Flow control: once the append holds the journal, the client must keep sending at least
 ``min_append_rate`` bytes/s after one second of initial credit, or the append is rolled back
-with RESOURCE_EXHAUSTED "client stream didn't sustain the minimum append data rate". A reader
+with UNKNOWN "append stream: client stream didn't sustain the minimum append data rate", code
+and text as gazette v0.103.0's. A reader
 thread pulls the request stream into a small buffer so the handler can wait for the next chunk
 with a deadline (a wait on an event, not polling).
 """
@@ -36,7 +37,7 @@ from pyspark_gazette.protocol.labels import validate_label_set, validate_selecto
 
 log = logging.getLogger(__name__)
 
-RATE_ERROR = f"client stream {RATE_ABORT_TEXT}"
+RATE_ERROR = f"append stream: client stream {RATE_ABORT_TEXT}"  # as gazette v0.103.0 words it
 INITIAL_CREDIT_SECONDS = 1.0
 BUFFERED_MESSAGES = 8
 FULL = pb.JournalSpec.Suspend.FULL
@@ -132,7 +133,7 @@ def _rate_abort(core: BrokerCore, journal: str, received: int, context: grpc.Ser
     """Roll back (by the caller's ``finally``) and fail an append below the minimum rate."""
     core.rate_aborts += 1
     log.warning("append to %r rolled back after %d bytes: %s", journal, received, RATE_ERROR)
-    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_ERROR)
+    context.abort(grpc.StatusCode.UNKNOWN, RATE_ERROR)  # Gazette's plain Go error: UNKNOWN
     raise AssertionError("context.abort returned")  # for type checkers: abort raises
 
 

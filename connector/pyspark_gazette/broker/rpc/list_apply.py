@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import grpc
 
+from pyspark_gazette.broker.authz import expired, time_left
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.specs import SpecError, validate_apply
 from pyspark_gazette.errors import StoreURLError
@@ -33,15 +34,16 @@ def serve_list(
     min_revision = request.watch_resume.etcd.revision + 1 if request.HasField("watch_resume") else 0
     seen_revision = -1
     last_key = None
+    expires = None if claims is None else claims.exp
     while True:
         with core.changed:
-            while context.is_active() and not core.stopping:
+            while context.is_active() and not core.stopping and not expired(expires):
                 revision = core.registry.state.revision
                 if revision >= min_revision and revision != seen_revision:
                     break
-                core.changed.wait()
-            if not context.is_active() or core.stopping:
-                return
+                core.changed.wait(time_left(expires))
+            if not context.is_active() or core.stopping or expired(expires):
+                return  # at the token's expiry the watch ends cleanly, as Gazette's
         revision, entries = core.registry.snapshot()
         seen_revision = revision
         matched = [e for e in entries if _listed(request.selector, claims, e.spec)]
@@ -104,8 +106,8 @@ def serve_apply(
                 name, covered = change.delete, claims.covers(change.delete)
             if not covered:
                 context.abort(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"Apply: the token's selector does not cover journal {name!r}",
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    f"Apply: not authorized to {name!r}: the token's selector does not cover it",
                 )
     ok, revision = core.apply(list(request.changes))
     status = pb.OK if ok else pb.ETCD_TRANSACTION_FAILED

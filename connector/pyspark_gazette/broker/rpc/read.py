@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import grpc
 
 from pyspark_gazette import testing
+from pyspark_gazette.broker.authz import expired, time_left
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.broker.journal import Journal
 from pyspark_gazette.broker.specs import check_journal_field
@@ -57,6 +58,7 @@ def serve_read(
 
     context.add_callback(wake)
     offset = request.offset
+    expires = None if claims is None else claims.exp
     header: pb.Header | None = core.headers.header()
     hold = core.hold_dir is not None
     while True:
@@ -69,7 +71,9 @@ def serve_read(
                 result = journal.query(offset, request.begin_mod_time)
                 if result is not None or not request.block:
                     break
-                journal.cond.wait()
+                if expired(expires):
+                    return  # waiting past the token's expiry: end cleanly, as Gazette's Read
+                journal.cond.wait(time_left(expires))
             write_head = journal.write_head()
             spool = journal.spool_for(result.fragment) if result is not None else None
         if result is None:

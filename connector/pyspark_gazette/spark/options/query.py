@@ -39,9 +39,10 @@ class ReadOptions:
     min_bytes_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
     read_committed_lookback: int = 64 << 20
-    open_cost_bytes: int = 4 << 20
+    open_cost_bytes: int = 256 << 10
     min_partitions: int | None = None
     uuid_field: int = 0
+    watch_write_heads: bool = False
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -128,6 +129,7 @@ class ReadOptions:
             open_cost_bytes=v.get("openCostInBytes") or option("openCostInBytes").default,
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
+            watch_write_heads=bool(v.get("watchWriteHeads")),
         )
 
 

@@ -58,7 +58,8 @@ OPTIONS: tuple[Option, ...] = (
         "5m",
         "How long a task keeps retrying a read or an append while no broker answers for its journal "
         "(the cluster is down, or Gazette has not reassigned the journal yet); then the task fails "
-        "naming the journal, the offset and this option. `0` retries forever.",
+        "naming the journal, the offset and this option. A running stream's planning of its next "
+        "micro-batch waits as long. `0` retries forever.",
         example="30s",
     ),
     # -- journal selection -------------------------------------------------------------------
@@ -204,12 +205,15 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "openCostInBytes",
         "bytes",
-        4 << 20,
+        256 << 10,
         "Estimated cost of opening one journal piece, in bytes, when small pieces of many journals are "
         "packed into one input partition (like Spark's `spark.sql.files.openCostInBytes`): each piece "
-        "counts as its length plus this, up to `maxPartitionBytes` a partition.",
+        "counts as its length plus this, up to `maxPartitionBytes` a partition. Lower than Spark's 4 MiB: "
+        "a Spark task of this Python source costs far more than opening a piece (a Read RPC or a store "
+        "GET, about a millisecond), so 512 one-message journals share a task, not 32 (the default was "
+        '4m before; see docs/benchmarks.md, "Many small journals").',
         scopes=READS,
-        example="1m",
+        example="4m",
     ),
     Option(
         "minPartitions",
@@ -347,6 +351,19 @@ OPTIONS: tuple[Option, ...] = (
         "Longest wait for `minBytesPerTrigger`.",
         scopes=frozenset({STREAM}),
         example="5m",
+    ),
+    Option(
+        "watchWriteHeads",
+        "bool",
+        False,
+        "Keep one blocking metadata-only Read open per journal of the stream, so that the broker "
+        "tells the driver of every append and `latestOffset` reads the write heads from memory "
+        "instead of asking every journal at every trigger (for selectors over thousands of "
+        "journals). Each watched journal holds a stream on a broker: a goroutine on Gazette's "
+        "brokers, a worker thread on the embedded broker (256 by default), so leave it off there. A "
+        "watched head lags an append by the broker's answer (a round trip): `processAllAvailable()` "
+        "right after an append may return before reading it.",
+        scopes=frozenset({STREAM}),
     ),
     Option(
         "readCommittedLookbackBytes",

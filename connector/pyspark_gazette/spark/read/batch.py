@@ -126,7 +126,9 @@ class GazettePushdownBatchReader(GazetteBatchReader):
             StringStartsWith,
         )
 
-        untyped = "journal" in self.schema.names
+        from pyspark_gazette.spark.read.batches import is_untyped
+
+        untyped = is_untyped(self.schema)
         journal_col = "journal" if untyped else "_journal"
         offset_col = "offset" if untyped else "_offset"
         mod_col = "mod_time" if untyped else "_mod_time"

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructType, TimestampType
 
 from pyspark_gazette.errors import UUIDError
 from pyspark_gazette.spark.options import ReadOptions
@@ -31,9 +31,25 @@ METADATA = ("uuid", "producer", "clock", "flags", "mod_time")
 _OVERHEAD = {"ndjson": 1, "lines": 1, "csv": 1, "protobuf-fixed": 8}
 
 
+#: Spark types each untyped column may have in a user schema for the read to stay raw.
+_RAW_TYPES: dict[str, tuple[type, ...]] = {
+    "journal": (StringType,),
+    "offset": (LongType,),
+    "value": (StringType, BinaryType),
+    "uuid": (StringType,),
+    "producer": (StringType,),
+    "clock": (LongType,),
+    "flags": (IntegerType,),
+    "mod_time": (TimestampType,),
+}
+
+
 def is_untyped(schema: StructType) -> bool:
-    names = schema.names
-    return tuple(names[:3]) == UNTYPED and set(names[3:]) <= set(METADATA)
+    """True when every column is an untyped column (``journal``, ``offset``, ``value`` or a
+    metadata column) of its untyped type, in any order and any subset: such a schema (the
+    default one, or a user's ``value STRING``, ``offset LONG, value BINARY``, ...) reads raw,
+    without JSON parsing, and yields only its columns."""
+    return bool(schema.fields) and all(isinstance(f.dataType, _RAW_TYPES.get(f.name, ())) for f in schema.fields)
 
 
 class OutputBuilder:
@@ -48,10 +64,9 @@ class OutputBuilder:
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.untyped = is_untyped(schema)
         if self.untyped:
-            self.metadata = list(schema.names[3:])
-            self.text = pa.types.is_string(self.arrow_schema.field("value").type) or pa.types.is_large_string(
-                self.arrow_schema.field("value").type
-            )
+            self.metadata = [n for n in schema.names if n in METADATA]
+            value = self.arrow_schema.field("value").type if "value" in schema.names else pa.binary()
+            self.text = pa.types.is_string(value) or pa.types.is_large_string(value)
             self.typed_decoder = None
         else:
             if framing != "ndjson":
@@ -75,14 +90,13 @@ class OutputBuilder:
         n = len(msgs.offsets)
         if n == 0:
             return None
-        journal_col = pa.repeat(pa.scalar(journal, pa.string()), n)
         meta = (
             metadata_columns(msgs, self.metadata, self.framing, self.opts.uuid_pointer, self.opts.uuid_field)
             if self.metadata
             else {}
         )
         if self.typed_decoder is not None:
-            meta["journal"] = journal_col
+            meta["journal"] = pa.repeat(pa.scalar(journal, pa.string()), n)
             meta["offset"] = msgs.offsets
             try:
                 return self.typed_decoder.decode(msgs.values, meta)
@@ -100,7 +114,9 @@ class OutputBuilder:
         values = msgs.values
         if self.text:
             values = values.view(pa.large_string() if pa.types.is_large_binary(values.type) else pa.string())
-        columns = {"journal": journal_col, "offset": msgs.offsets, "value": values, **meta}
+        columns = {"offset": msgs.offsets, "value": values, **meta}
+        if "journal" in self.arrow_schema.names:
+            columns["journal"] = pa.repeat(pa.scalar(journal, pa.string()), n)
         arrays = [
             columns[f.name].cast(f.type) if columns[f.name].type != f.type else columns[f.name]
             for f in self.arrow_schema

@@ -14,7 +14,7 @@ journal, and the range is cut into :class:`Segment` s along fragment boundaries:
 * the pieces of many small journals are then packed together into few partitions
   (:mod:`pyspark_gazette.spark.read.pack`).
 
-The fragment listings of many journals are fetched concurrently (:data:`PLAN_THREADS` at a time).
+The fragment listings of many journals are fetched concurrently (:data:`PLAN_WINDOW` in flight).
 
 The snapshot makes a read repeatable: the partitions name exact byte ranges, so running the same
 plan again reads the same bytes even while the journal grows.
@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql.datasource import InputPartition
 
@@ -43,7 +42,7 @@ from pyspark_gazette.spark.options import ReadOptions
 log = logging.getLogger(__name__)
 
 #: ListFragments calls in flight at once while planning many journals.
-PLAN_THREADS = 8
+PLAN_WINDOW = 128
 #: Lifetime asked for signed fragment URLs (``signedUrls``): tasks may start well after planning.
 SIGNED_URL_TTL = 6 * 3600.0
 
@@ -111,22 +110,26 @@ class Snapshot:
 
 
 def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: ReadOptions) -> list[Snapshot]:
-    """:func:`take_snapshot` of each journal, in order, up to :data:`PLAN_THREADS` at a time.
+    """:func:`take_snapshot` of each journal, in order, up to :data:`PLAN_WINDOW` listings in
+    flight (:func:`~pyspark_gazette.client.journals.list_fragments_many`).
 
     The first failure (in journal order) is raised and the listings not yet started are dropped.
     """
+    from pyspark_gazette.client.journals import list_fragments_many
+
     if len(infos) <= 1:
         return [take_snapshot(client, info, opts) for info in infos]
-    pool = ThreadPoolExecutor(max_workers=min(PLAN_THREADS, len(infos)), thread_name_prefix="gazette-plan")
-    try:
-        futures = [pool.submit(take_snapshot, client, info, opts) for info in infos]
-        return [f.result() for f in futures]
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    ttl = SIGNED_URL_TTL if opts.signed_urls else None
+    listed = list_fragments_many(client.conns, [i.name for i in infos], signature_ttl=ttl, window=PLAN_WINDOW)
+    return [_snapshot(info, frags, opts) for info, (_, frags) in zip(infos, listed, strict=True)]
 
 
 def take_snapshot(client: JournalClient, info: JournalInfo, opts: ReadOptions) -> Snapshot:
     listed = client.list_fragments(info.name, signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None)
+    return _snapshot(info, listed, opts)
+
+
+def _snapshot(info: JournalInfo, listed: Sequence[ListedFragment], opts: ReadOptions) -> Snapshot:
     frags = tuple(sorted(listed, key=lambda f: (f.spec.begin, -f.spec.end)))
     write_head = max((f.spec.end for f in frags), default=0)
     return Snapshot(info, framing_of(info, opts.framing), frags, write_head)

@@ -64,6 +64,27 @@ class LossCounter:
 LOSS_COUNTER = LossCounter()
 
 
+class OpenCounter:
+    """Segments this executor process has started reading: ``fragments`` opened straight from a
+    store, ``broker_reads`` through the broker's Read RPC. Pruning shows here (and tests assert
+    it): a bounded read opens only the fragments its bounds need."""
+
+    def __init__(self) -> None:
+        self.fragments = 0
+        self.broker_reads = 0
+        self._lock = threading.Lock()
+
+    def add(self, direct: bool) -> None:
+        with self._lock:
+            if direct:
+                self.fragments += 1
+            else:
+                self.broker_reads += 1
+
+
+OPEN_COUNTER = OpenCounter()
+
+
 def connections(opts: ReadOptions) -> Connections:
     """This process's connections to the cluster (one channel per broker, shared by threads)."""
     key = opts.connection
@@ -169,6 +190,7 @@ def segment_messages(seg: Segment, framing: str, opts: ReadOptions) -> Iterator[
     """Messages beginning in ``[seg.begin, seg.end)``, in order, in Arrow pieces."""
     skip = not seg.boundary and seg.begin > 0 and framing != "protobuf-fixed"
     read_from = seg.begin - 1 if skip else seg.begin
+    OPEN_COUNTER.add(seg.fragment is not None)
     source = _direct_chunks(seg, read_from, opts) if seg.fragment is not None else _broker_chunks(seg, read_from, opts)
     mod_time = seg.mod_time
     pos = read_from

@@ -8,7 +8,9 @@ scales with the object store.
 * ``initialOffset``: ``startingOffsets`` (default ``latest``, like Spark's Kafka source) or
   ``startingTimestamp``.
 * ``latestOffset(start, limit)``: the journals' write heads (one List, then one metadata-only
-  Read per journal, :data:`SWEEP_THREADS` at a time: no fragment listing), cut by the read limit.
+  Read per journal, a window of them in flight: no fragment listing), cut by the read limit.
+  With ``watchWriteHeads``, a :class:`~pyspark_gazette.client.heads.HeadWatcher` keeps a blocking
+  metadata-only Read open per journal and only journals it does not watch yet are asked.
   With no new data it returns ``start`` and Spark runs no batch (no tasks). ``maxBytesPerTrigger`` (or Spark's
   ``ReadMaxBytes``) is shared across journals: each journal with a backlog first gets up to
   ``limit / (2 * journals)``, the rest is shared in proportion to the remaining backlogs, so a
@@ -37,6 +39,7 @@ transaction members): see :mod:`pyspark_gazette.spark.read.committed`.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,9 +61,11 @@ from pyspark_gazette.spark.options import ReadOptions
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 #: Metadata reads (write heads) and listings in flight at once on the driver.
-SWEEP_THREADS = 16
+SWEEP_THREADS = 32
 #: Clients of the driver-side stream readers, by connection (see ``GazetteStreamReader._client``).
 _planner_clients: dict = {}
+#: Write-head watchers of the driver-side stream readers (``watchWriteHeads``), by reader token.
+_watchers: dict = {}
 
 
 def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
@@ -142,6 +147,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, int] | None = None
         self._last_batch = time.monotonic()
         self._latest: dict[str, int] | None = None
+        self._token = os.urandom(8).hex()  # names this reader's watcher (the reader is pickled)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -160,6 +166,35 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             client = _planner_clients[key] = JournalClient(self.opts.connection.client_config(direct_reads=False))
         return client
 
+    def _through_outages(self, fn: Callable[[], _T]) -> _T:
+        """``fn()`` (the driver's calls of a running stream), called again while it fails with
+        gRPC ``UNAVAILABLE`` (no broker answered through the client's own few retries) for up to
+        ``broker.timeout``: a running query waits out a cluster restart as its tasks do, then
+        fails with :class:`~pyspark_gazette.errors.BrokerTimeoutError` naming the option."""
+        from pyspark_gazette.client.conn import backoff
+        from pyspark_gazette.errors import BrokerTimeoutError, TransportError
+
+        budget, since, attempt = self.opts.connection.broker_timeout, time.monotonic(), 0
+        while True:
+            try:
+                return fn()
+            except BrokerTimeoutError:
+                raise
+            except TransportError as err:
+                waited = time.monotonic() - since
+                if err.code != "UNAVAILABLE":
+                    raise
+                if budget and waited > budget:
+                    raise BrokerTimeoutError(
+                        "stream planning",
+                        "UNAVAILABLE",
+                        f"no broker answered for {waited:.0f}s, more than broker.timeout ({budget:g}s); "
+                        f"last error: {err}",
+                    ) from err
+                log.warning("gazette stream: no broker answers (%s); retrying within broker.timeout", err)
+                time.sleep(backoff(min(attempt, 4)))
+                attempt += 1
+
     def _journals(self, client) -> list:
         from pyspark_gazette.spark.journals import resolve_journals
 
@@ -167,16 +202,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @staticmethod
     def _write_head(client, journal: str) -> int:
-        from pyspark_gazette.errors import OffsetNotYetAvailableError
+        from pyspark_gazette.client.heads import write_head
 
-        # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE
-        # with the write head, which the reader keeps.
-        with client.retry_reader(journal, -1, metadata_only=True, do_not_proxy=False) as r:
-            try:
-                r.read()
-            except OffsetNotYetAvailableError:
-                pass
-            return r.write_head
+        return write_head(client.conns, journal)
 
     @staticmethod
     def _earliest(client, journal: str) -> int:
@@ -185,9 +213,24 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first = next(iter(iter_fragments(client.conns, journal, page_limit=1)), None)  # one page, one RPC
         return first.spec.begin if first is not None else 0
 
-    def _heads(self, client) -> dict[str, int]:
+    def _heads(self, client, *, fresh: bool = False) -> dict[str, int]:
+        """Every journal's write head: asked now (``fresh``, or without ``watchWriteHeads``), else
+        from the watcher, asking only the journals it does not watch (yet)."""
+        from pyspark_gazette.client.heads import HeadWatcher, sweep_heads
+
         names = [info.name for info in self._journals(client)]
-        return sweep(lambda name: self._write_head(client, name), names)
+        if fresh or not self.opts.watch_write_heads:
+            return sweep_heads(client.conns, names)
+        watcher = _watchers.get(self._token)
+        if watcher is None:
+            watcher = _watchers[self._token] = HeadWatcher(client.conns)
+        known = watcher.heads(names)
+        asked = sweep_heads(client.conns, [n for n in names if n not in known])
+        watcher.watch(asked)
+        gone = watcher.watched().difference(names)
+        if gone:
+            watcher.unwatch(sorted(gone))
+        return {n: known[n] if n in known else asked[n] for n in names}
 
     # -- DataSourceStreamReader ---------------------------------------------------------------
 
@@ -216,9 +259,12 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._heads(self._client())
+        self._target = self._heads(self._client(), fresh=True)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self._through_outages(lambda: self._latest_offset(start, limit))
+
+    def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
         end = dict(start)
         backlogs: dict[str, int] = {}
         client = self._client()
@@ -256,6 +302,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return dict(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self._through_outages(lambda: self._partitions(start, end))
+
+    def _partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         from pyspark_gazette.spark.read.pack import pack
         from pyspark_gazette.spark.read.plan import GazettePartition, segments, take_snapshot
 
@@ -333,3 +382,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         pass
+
+    def stop(self) -> None:
+        watcher = _watchers.pop(self._token, None)
+        if watcher is not None:
+            watcher.close()

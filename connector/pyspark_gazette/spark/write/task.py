@@ -24,7 +24,13 @@ import pyarrow.compute as pc
 
 from pyspark_gazette import testing
 from pyspark_gazette.client import AppendService, AsyncAppend, Change, JournalClient, JournalInfo
-from pyspark_gazette.errors import EtcdTransactionFailedError, FramingError, GazetteError, JournalNotFoundError
+from pyspark_gazette.errors import (
+    EtcdTransactionFailedError,
+    FramingError,
+    GazetteError,
+    JournalNotFoundError,
+    TransportError,
+)
 from pyspark_gazette.message import TICK, Flags, build_uuid, clock_now, new_producer_id, set_uuid_at
 from pyspark_gazette.spark.journals import framing_of, spec_from_template, spec_template
 from pyspark_gazette.spark.options import WriteOptions
@@ -52,6 +58,10 @@ def resolve_journal(client: JournalClient, journal: str, options: WriteOptions) 
     fine: Apply expects revision 0, and an Etcd transaction failure means someone else won)."""
     try:
         return client.get_journal(journal)
+    except TransportError as e:
+        if type(e) is not TransportError:
+            raise  # auth refusals and timeouts say what they are
+        raise TransportError(f"journal {journal!r}: {e.what}", e.code, e.details) from None
     except JournalNotFoundError:
         if not options.create_journals:
             raise JournalNotFoundError(

@@ -1,0 +1,121 @@
+"""Same-run floors for the Spark read and write benches: Python data sources doing no work.
+
+``arrowfloor`` (read): yields ready-made Arrow record batches from Arrow IPC files, one file
+per partition, batch for batch. The read bench fills those files with exactly the batches our
+reader produces for each of its partitions (run in the bench process), so a query over
+``arrowfloor`` pays everything Spark charges a Python data source for that output (task
+launch, the Python worker, Arrow into the JVM, rows) and nothing of ours (no store, no
+decompression, no line splitting, no JSON): ours / floor is how close the reader is to the
+limit that binds.
+
+``discard`` (write): a ``DataSourceArrowWriter`` that receives the same DataFrame as our writer
+(Spark's JVM -> Python Arrow hand-off) and drops every batch, counting rows.
+
+Both classes must be importable by the Python workers: the benches put this directory on
+``PYTHONPATH`` before the session starts and register the sources by class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def dump_partitions(directory: str, partitions, combine: int = 1) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Write each partition's batches (an iterable of iterables of record batches) to
+    ``directory/part-NNNNN.arrow``, batch for batch, or ``combine`` batches joined into one;
+    returns (rows, batches written)."""
+    os.makedirs(directory, exist_ok=True)
+    rows = written = 0
+    for i, batches in enumerate(partitions):
+        groups: list[list[pa.RecordBatch]] = [[]]
+        for b in batches:
+            if len(groups[-1]) >= combine:
+                groups.append([])
+            groups[-1].append(b)
+            rows += b.num_rows
+        if not groups[0]:
+            continue
+        with pa.OSFile(os.path.join(directory, f"part-{i:05d}.arrow"), "wb") as sink:
+            with pa.ipc.new_file(sink, groups[0][0].schema) as w:
+                for g in groups:
+                    w.write_batch(_joined(g))
+                    written += 1
+    return rows, written
+
+
+class _FloorReader(DataSourceReader):
+    def __init__(self, path: str):
+        self.path = path
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(os.path.join(self.path, f)) for f in sorted(os.listdir(self.path))]
+
+    def read(self, partition):  # type: ignore[no-untyped-def]
+        with pa.memory_map(partition.value) as src:
+            reader = pa.ipc.open_file(src)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+
+
+class ArrowFloorDataSource(DataSource):
+    """``spark.read.format("arrowfloor").option("path", dir).option("schema", schema.json())``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "arrowfloor"
+
+    def schema(self) -> StructType:
+        return StructType.fromJson(json.loads(self.options["schema"]))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _FloorReader(self.options["path"])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rows(WriterCommitMessage):
+    rows: int
+
+
+class _DiscardWriter(DataSourceArrowWriter):
+    def write(self, iterator):  # type: ignore[no-untyped-def]
+        return _Rows(sum(batch.num_rows for batch in iterator))
+
+    def commit(self, messages) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def abort(self, messages) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+class DiscardDataSource(DataSource):
+    """``df.write.format("discard").mode("append").save()``: receives the rows, keeps nothing."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "discard"
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return _DiscardWriter()
+
+
+def register(spark) -> None:  # type: ignore[no-untyped-def]
+    spark.dataSource.register(ArrowFloorDataSource)
+    spark.dataSource.register(DiscardDataSource)

@@ -1,0 +1,269 @@
+"""Write heads of many journals: a concurrent sweep, and a watcher that keeps them current.
+
+Gazette has no call that returns many journals' write heads: List carries specs and routes
+(nothing that changes on an append) and a Read or ListFragments names one journal. So:
+
+* :func:`write_head` asks one journal with a single metadata-only Read at offset ``-1``, sent
+  straight to a route member when the route is known (List records every listed journal's
+  route), and falls back to a :class:`~pyspark_gazette.client.reader.RetryReader` (retries,
+  route changes, broker timeouts) on anything but a plain answer.
+* :func:`sweep_heads` does that for many journals, :data:`SWEEP_WINDOW` Reads in flight at
+  once, started without a thread each (measured at 5,000 journals on a real broker, a window of
+  calls costs half to a third of what a pool of threads each making one call at a time does).
+* :class:`HeadWatcher` keeps one **blocking** metadata-only Read open per watched journal at its
+  last known write head. A broker answers such a read as soon as content at that offset is
+  committed, with the new write head (Gazette's ``Index.Query``; the embedded broker the same),
+  and the watcher re-arms the read there. Reading the heads of watched journals is then a
+  dictionary look-up: an idle journal costs nothing between triggers. All watches run on one
+  asyncio event loop (``grpc.aio``) in a daemon thread. A watch that fails (broker restart,
+  route change, journal deleted) forgets its journal, which the caller then sweeps again.
+  Each open watch holds a stream on a broker: Gazette's Go brokers hold a goroutine each, the
+  embedded broker a worker thread each (see its ``max_workers``).
+
+A watched head can lag an append by the time its answer takes to arrive (a round trip); it is
+never ahead of the broker's write head.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import grpc
+
+from pyspark_gazette.client.conn import Connections, open_aio_channel, parse_address
+from pyspark_gazette.errors import JournalNotFoundError, OffsetNotYetAvailableError
+from pyspark_gazette.protocol import pb, pb_grpc
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+#: Metadata reads in flight at once in :func:`sweep_heads`.
+SWEEP_WINDOW = 128
+
+
+def write_head(conns: Connections, journal: str) -> int:
+    """The write head of ``journal`` (see the module docstring)."""
+    request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+    endpoint = conns.read_endpoint(journal)
+    try:
+        responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs()))
+    except grpc.RpcError:
+        if endpoint != conns.config.address:
+            conns.forget_route(journal)
+        responses = []
+    if len(responses) == 1:
+        resp = responses[0]
+        if resp.HasField("header"):
+            conns.update_route(journal, resp.header)
+        if resp.status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
+            return resp.write_head
+        if resp.status == pb.JOURNAL_NOT_FOUND:
+            raise JournalNotFoundError(journal=journal)
+    return _write_head_retrying(conns, journal)
+
+
+def _write_head_retrying(conns: Connections, journal: str) -> int:
+    from pyspark_gazette.client.reader import RetryReader
+
+    # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE with
+    # the write head, which the reader keeps.
+    with RetryReader(conns, journal, -1, metadata_only=True, do_not_proxy=False) as r:
+        try:
+            r.read()
+        except OffsetNotYetAvailableError:
+            pass
+        return r.write_head
+
+
+def concurrently(fn: Callable[[str], _T], names: Sequence[str], threads: int) -> dict[str, _T]:
+    """``fn(name)`` for every name, ``threads`` calls at a time; the first error (in name order)
+    is raised and the calls not yet started are dropped."""
+    if len(names) <= 1 or threads <= 1:
+        return {n: fn(n) for n in names}
+    pool = ThreadPoolExecutor(max_workers=min(threads, len(names)), thread_name_prefix="gazette-sweep")
+    try:
+        futures = [pool.submit(fn, n) for n in names]
+        return {n: f.result() for n, f in zip(names, futures, strict=True)}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WINDOW) -> dict[str, int]:
+    """:func:`write_head` of every journal of ``names``, up to ``window`` Reads in flight.
+
+    The Reads are started without a thread each (gRPC runs a call as soon as it is made) and
+    their answers taken in order; a journal whose answer is not a plain write head is asked
+    again with :func:`write_head`'s retrying fallback, so the first error (in name order) is
+    raised.
+    """
+    if window <= 1:
+        return {n: write_head(conns, n) for n in names}
+    kwargs = conns.call_kwargs()
+    calls: collections.deque = collections.deque()
+    out: dict[str, int] = {}
+
+    def take() -> None:
+        journal, endpoint, call = calls.popleft()
+        try:
+            responses = list(call) if call is not None else []
+        except grpc.RpcError:
+            if endpoint != conns.config.address:
+                conns.forget_route(journal)
+            responses = []
+        if len(responses) == 1 and responses[0].status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
+            resp = responses[0]
+            if resp.HasField("header"):
+                conns.update_route(journal, resp.header)
+            out[journal] = resp.write_head
+        else:
+            out[journal] = write_head(conns, journal)
+
+    try:
+        for journal in names:
+            endpoint = conns.read_endpoint(journal)
+            request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+            try:
+                call = conns.stub(endpoint).Read(request, **kwargs)
+            except grpc.RpcError:
+                call = None
+            calls.append((journal, endpoint, call))
+            if len(calls) >= window:
+                take()
+        while calls:
+            take()
+    finally:
+        for _, _, call in calls:
+            if call is not None:
+                call.cancel()
+    return out
+
+
+class HeadWatcher:
+    """Write heads of journals kept current by blocking metadata-only Reads (module docstring).
+
+    :meth:`watch` starts watching journals from heads the caller learned (a sweep);
+    :meth:`heads` returns the current heads of the watched journals it is asked about;
+    :meth:`unwatch` and :meth:`close` end watches. Thread-safe.
+    """
+
+    def __init__(self, conns: Connections):
+        self._conns = conns
+        self._lock = threading.Lock()
+        self._heads: dict[str, int] = {}
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        self._channels: dict[str, grpc.aio.Channel] = {}  # used on the loop only
+        self._thread = threading.Thread(target=self._loop.run_forever, name="gazette-heads", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> HeadWatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def heads(self, names: Sequence[str]) -> dict[str, int]:
+        """The known heads of the watched journals among ``names`` (others are left out)."""
+        with self._lock:
+            return {n: self._heads[n] for n in names if n in self._heads}
+
+    def watched(self) -> set[str]:
+        with self._lock:
+            return set(self._heads)
+
+    def watch(self, heads: dict[str, int]) -> None:
+        """Watch each journal of ``heads`` from its given write head (journals already watched
+        keep their watch)."""
+        with self._lock:
+            if self._closed:
+                return
+            new = {j: h for j, h in heads.items() if j not in self._heads}
+            self._heads.update(new)
+        if new:
+            asyncio.run_coroutine_threadsafe(self._start(new), self._loop).result()
+
+    def unwatch(self, names: Sequence[str]) -> None:
+        with self._lock:
+            for n in names:
+                self._heads.pop(n, None)
+        asyncio.run_coroutine_threadsafe(self._cancel(list(names)), self._loop).result()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            names = list(self._heads)
+            self._heads.clear()
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(names), self._loop).result(timeout=30)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+            if not self._thread.is_alive():
+                self._loop.close()
+
+    # -- on the loop -------------------------------------------------------------------------
+
+    async def _start(self, heads: dict[str, int]) -> None:
+        for journal, head in heads.items():
+            if journal not in self._tasks:
+                self._tasks[journal] = asyncio.get_running_loop().create_task(self._watch(journal, head))
+
+    async def _cancel(self, names: list[str]) -> None:
+        tasks = [t for t in (self._tasks.pop(n, None) for n in names) if t is not None]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _shutdown(self, names: list[str]) -> None:
+        await self._cancel(list(self._tasks))
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
+
+    def _stub(self, endpoint: str) -> pb_grpc.JournalStub:
+        ch = self._channels.get(endpoint)
+        if ch is None:
+            ch = self._channels[endpoint] = open_aio_channel(parse_address(endpoint))
+        return pb_grpc.JournalStub(ch)
+
+    async def _watch(self, journal: str, head: int) -> None:
+        md = self._conns.metadata()
+        kwargs = {"metadata": md} if md else {}
+        try:
+            while True:
+                request = pb.ReadRequest(journal=journal, offset=head, block=True, metadata_only=True)
+                call = self._stub(self._conns.read_endpoint(journal)).Read(request, **kwargs)
+                resp = await call.read()
+                call.cancel()
+                if resp is grpc.aio.EOF or resp.status != pb.OK:
+                    log.debug("head watch of %r ended: %s", journal, getattr(resp, "status", "EOF"))
+                    return
+                if resp.HasField("header"):
+                    self._conns.update_route(journal, resp.header)
+                new = max(resp.write_head, resp.fragment.end, head)
+                if new == head:  # nothing new is covered: the broker would answer at once again
+                    return
+                head = new
+                with self._lock:
+                    if journal not in self._heads:
+                        return
+                    self._heads[journal] = head
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a broker went away, a route moved: the caller sweeps it again
+            log.debug("head watch of %r failed: %s", journal, e)
+        finally:
+            if self._tasks.get(journal) is asyncio.current_task():  # not cancelled by unwatch
+                del self._tasks[journal]
+                with self._lock:
+                    self._heads.pop(journal, None)
