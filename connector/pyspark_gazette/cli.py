@@ -106,17 +106,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     from pyspark_gazette.client import Change
-    from pyspark_gazette.client.specs import load_specs
+    from pyspark_gazette.client.specs import load_spec_file
     from pyspark_gazette.errors import InvalidInputError
 
-    try:
-        text = sys.stdin.read() if args.specs == "-" else open(args.specs, encoding="utf-8").read()
-    except OSError as e:
-        raise InvalidInputError(f"-f {args.specs}: {e.strerror or e}") from None
-    try:
-        nodes = load_specs(text)
-    except ValueError as e:
-        raise InvalidInputError(f"-f {args.specs}: {e}") from None
+    nodes = load_spec_file(args.specs, "-f", stdin=sys.stdin)
     from pyspark_gazette.broker.specs import spec_problems
 
     problems = [str(p) for n in nodes if not n.delete for p in spec_problems(n.spec)]

@@ -86,6 +86,25 @@ def load_specs(text: str) -> list[SpecNode]:
     return out
 
 
+def load_spec_file(path: str, flag: str, stdin: Any = None) -> list[SpecNode]:
+    """:func:`load_specs` of the file ``path`` (``-`` reads ``stdin``), every error an
+    :class:`~pyspark_gazette.errors.InvalidInputError` that starts with ``flag`` and the path."""
+    from pyspark_gazette.errors import InvalidInputError
+
+    try:
+        if path == "-" and stdin is not None:
+            text = stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except OSError as e:
+        raise InvalidInputError(f"{flag} {path}: {e.strerror or e}") from None
+    try:
+        return load_specs(text)
+    except ValueError as e:
+        raise InvalidInputError(f"{flag} {path}: {e}") from None
+
+
 def spec_from_mapping(name: str, fields: dict[str, Any]) -> pb.JournalSpec:
     """The spec of journal ``name`` from a mapping of node fields (no children). Unlike a gazctl
     spec file, the mapping's labels may come in any order (the spec's are sorted)."""

@@ -143,19 +143,12 @@ OWN_ENTRIES = frozenset({"broker", "store", "checkpoints", "state.json"})
 def _load_specs(specs: str | os.PathLike[str] | None) -> list[Any]:
     """The journal specs to create: ``specs`` (a file) or the packaged ones; a file must define
     both quickstart journals, as ndjson."""
-    from pyspark_gazette.client.specs import load_specs
+    from pyspark_gazette.client.specs import load_spec_file, load_specs
     from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
 
     if specs is None:
         return load_specs(packaged_specs())
-    try:
-        text = pathlib.Path(specs).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ValueError(f"--specs {specs}: {e.strerror or e}") from None
-    try:
-        nodes = load_specs(text)
-    except ValueError as e:
-        raise ValueError(f"--specs {specs}: {e}") from None
+    nodes = load_spec_file(str(specs), "--specs")  # InvalidInputError is a ValueError
     named = {n.spec.name: n.spec for n in nodes if not n.delete}
     missing = [j for j in (CLICKS, CHECKOUTS) if j not in named]
     if missing:

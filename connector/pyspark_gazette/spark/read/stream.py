@@ -42,7 +42,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import pyarrow as pa
@@ -128,14 +127,9 @@ def aligned_partitions(
 def sweep(fn: Callable[[str], _T], names: Sequence[str]) -> dict[str, _T]:
     """``fn(name)`` for every name, :data:`SWEEP_THREADS` calls at a time; the first error (in
     name order) is raised and the calls not yet started are dropped."""
-    if len(names) <= 1:
-        return {n: fn(n) for n in names}
-    pool = ThreadPoolExecutor(max_workers=min(SWEEP_THREADS, len(names)), thread_name_prefix="gazette-sweep")
-    try:
-        futures = [pool.submit(fn, n) for n in names]
-        return {n: f.result() for n, f in zip(names, futures, strict=True)}
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    from pyspark_gazette.client.heads import concurrently
+
+    return concurrently(fn, names, SWEEP_THREADS)
 
 
 class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
