@@ -182,14 +182,19 @@ def killer_udf(pid: int, marker: str, at_id: int):
     return pass_id
 
 
-def sink_query(spark, cluster, address, src, dst, checkpoint, transform, **options):
-    """``src`` (earliest, small batches, Trigger.AvailableNow) -> ``transform`` -> the
-    exactly-once sink into ``dst``: rows ``{id, source_offset}``."""
+def sink_writer(spark, cluster, address, src, dst, checkpoint, transform=None):
+    """``src`` (earliest, small batches) -> ``transform`` -> the exactly-once sink into ``dst``:
+    rows ``{id, source_offset}``; the writer, to be started."""
     df = stream_reader(spark, cluster, address, [src], maxBytesPerTrigger="4000")
     df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
     df = df.withColumn("id", transform(df.id)) if transform is not None else df
     w = df.writeStream.format("gazette").option("broker.address", address).option("journal", dst)
-    w = w.option("checkpointLocation", str(checkpoint)).option("broker.timeout", "2m")
+    return w.option("checkpointLocation", str(checkpoint))
+
+
+def sink_query(spark, cluster, address, src, dst, checkpoint, transform, **options):
+    """:func:`sink_writer` started with Trigger.AvailableNow and ``broker.timeout`` 2m."""
+    w = sink_writer(spark, cluster, address, src, dst, checkpoint, transform).option("broker.timeout", "2m")
     for k, v in options.items():
         w = w.option(k, v)
     return w.trigger(availableNow=True).start()
@@ -303,10 +308,7 @@ def test_stream_through_a_crash_and_restart_of_every_broker(spark, cluster, tmp_
     with cluster.client() as c:
         for b in range(4):
             c.append(src, ndjson(events(40, b * 40)))
-    df = stream_reader(spark, cluster, cluster.brokers[0].address, [src], maxBytesPerTrigger="4000")
-    df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
-    w = df.writeStream.format("gazette").option("broker.address", cluster.brokers[0].address).option("journal", dst)
-    q = w.option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    q = sink_writer(spark, cluster, cluster.brokers[0].address, src, dst, tmp_path / "ckpt").start()
     try:
         q.processAllAvailable()
         assert sink_output(cluster, dst) == source_messages(cluster, src)
@@ -337,10 +339,7 @@ def test_stream_through_an_etcd_restart(spark, cluster, tmp_path):
     with cluster.client() as c:
         c.append(src, ndjson(events(40)))
     pids, down = [b.pid for b in cluster.brokers], 0.0
-    df = stream_reader(spark, cluster, cluster.brokers[0].address, [src], maxBytesPerTrigger="4000")
-    df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
-    w = df.writeStream.format("gazette").option("broker.address", cluster.brokers[0].address).option("journal", dst)
-    q = w.option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    q = sink_writer(spark, cluster, cluster.brokers[0].address, src, dst, tmp_path / "ckpt").start()
     try:
         q.processAllAvailable()
         cluster.etcd.kill()
