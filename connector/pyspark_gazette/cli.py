@@ -134,37 +134,25 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_message_ends(c: Any, journal: str, last_byte: bytes) -> None:
-    """The client's check that content ends a message, worded for this command."""
-    from pyspark_gazette.client.client import check_message_ends
-    from pyspark_gazette.errors import InvalidInputError
-
-    try:
-        check_message_ends(c, journal, last_byte)
-    except InvalidInputError as e:
-        raise InvalidInputError(f"journals append: {e}") from None
-
-
 def cmd_append(args: argparse.Namespace) -> int:
     from pyspark_gazette.errors import InvalidInputError
 
     with _client(args) as c:
         if args.file and args.file != "-":
             try:
-                f = open(args.file, "rb")
+                content: Any = open(args.file, "rb")
             except OSError as e:
                 raise InvalidInputError(f"-f {args.file}: {e.strerror or e}") from None
-            with f:
-                size = os.fstat(f.fileno()).st_size
-                if size:
-                    f.seek(size - 1)
-                    _check_message_ends(c, args.journal, f.read(1))
-                    f.seek(0)
-                commit = c.append(args.journal, f, whole_messages=False)  # checked above
         else:
-            data = sys.stdin.buffer.read()
-            _check_message_ends(c, args.journal, data[-1:])
-            commit = c.append(args.journal, data, whole_messages=False)  # checked above
+            content = sys.stdin.buffer.read()
+        try:
+            # The client refuses content that leaves a line-framed journal's last message open.
+            commit = c.append(args.journal, content)
+        except InvalidInputError as e:
+            raise InvalidInputError(f"journals append: {e}") from None
+        finally:
+            if not isinstance(content, bytes):
+                content.close()
     print(f"appended [{commit.begin}, {commit.end}) to {commit.journal}", file=sys.stderr)
     return 0
 
