@@ -71,6 +71,22 @@ def test_watcher_follows_appends_and_leaves_idle_journals_alone(backend, client)
         assert len(w.watched()) == len(names) - 1
 
 
+def test_watches_of_hundreds_of_journals_leave_the_broker_serving(backend, client):
+    """300 open watches (more than the embedded broker's old pool of 256 worker threads, which
+    they would have filled): every watch still answers its journal's append, and appends, Lists
+    and sweeps go on meanwhile."""
+    names = [f"heads/m{i:03d}" for i in range(300)]
+    create(backend, client, names)
+    with HeadWatcher(client.conns) as w:
+        w.watch(sweep_heads(client.conns, names))
+        assert w.watched() == set(names)
+        appended = {n: client.append(n, b"x" * (i + 1) + b"\n").end for i, n in enumerate(names[::50] + names[-3:])}
+        wait_for(lambda: w.heads(list(appended)) == appended, "the watched heads of appended journals")
+        assert len(client.list_journals("")) >= len(names)
+        assert sweep_heads(client.conns, names[-3:]) == {n: appended[n] for n in names[-3:]}
+        assert len(w.watched()) == len(names)
+
+
 def test_watcher_forgets_a_deleted_journal(backend, client):
     names = ["heads/gone", "heads/kept"]
     create(backend, client, names)

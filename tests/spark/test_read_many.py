@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 from spark_helpers import events, fill, ndjson, reader
@@ -14,13 +15,18 @@ from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.pack import PackedPartition
 
 
-def create_many(client, prefix: str, n: int, *, length: int = 1 << 20) -> list[str]:
+def create_many(client, prefix: str, n: int, *, length: int = 1 << 20, broker=None) -> list[str]:
+    """``n`` journals labelled ``set=prefix``; on a real Gazette ``broker``, their store directories
+    first and their primaries awaited (a Gazette journal serves nothing before its store is listed)."""
     from journalspecs import make_spec
 
     names = [f"{prefix}/j{i:04d}" for i in range(n)]
-    client.apply_in_batches(
-        [Change(expect_mod_revision=0, upsert=make_spec(n, length=length, labels={"set": prefix})) for n in names]
-    )
+    specs = [make_spec(n, length=length, labels={"set": prefix}) for n in names]
+    if getattr(broker, "prepare", None):
+        broker.prepare(specs)
+    client.apply_in_batches([Change(expect_mod_revision=0, upsert=s) for s in specs])
+    if getattr(broker, "wait_primaries", None):
+        broker.wait_primaries(names)
     return names
 
 
@@ -227,3 +233,47 @@ def test_stream_latest_offset_from_watched_write_heads(broker, client, create_jo
     finally:
         sr.stop()
     assert sr._token not in stream_module._watchers
+
+
+@pytest.mark.both_brokers
+def test_stream_watches_write_heads_by_default_from_128_journals(broker, client):
+    """``watchWriteHeads=auto`` (the default): a stream over 128 journals watches their heads and
+    follows appends through the watches; one over fewer, or with ``false``, sweeps every trigger."""
+    import pyspark_gazette.spark.read.stream as stream_module
+    from pyspark_gazette.spark.read.stream import WATCH_AUTO_JOURNALS, GazetteStreamReader
+    from pyspark_gazette.spark.source import untyped_schema
+
+    names = create_many(client, "auto", WATCH_AUTO_JOURNALS, broker=broker)
+    base = {"broker.address": broker.address, "store.fileRoot": broker.store_root}
+    schema = untyped_schema(True, False)
+
+    def stream_reader(**options) -> GazetteStreamReader:
+        return GazetteStreamReader(ReadOptions.parse({**base, **options}, streaming=True, env={}), schema)
+
+    readers = {
+        "auto": stream_reader(selector="set=auto"),
+        "false": stream_reader(selector="set=auto", watchWriteHeads="false"),
+        "few": stream_reader(journals=",".join(names[: WATCH_AUTO_JOURNALS - 1])),
+    }
+    try:
+        starts = {k: sr.initialOffset() for k, sr in readers.items()}
+        assert starts["auto"] == {n: 0 for n in names}
+        for k, sr in readers.items():
+            assert sr.latestOffset(starts[k], sr.getDefaultReadLimit()) == starts[k]
+        assert stream_module._watchers[readers["auto"]._token].watched() == set(names)
+        assert readers["false"]._token not in stream_module._watchers
+        assert readers["few"]._token not in stream_module._watchers
+        head = client.append(names[7], line(names[7], 0)).end
+        sr = readers["auto"]
+        deadline = time.monotonic() + 30
+        while (got := sr.latestOffset(starts["auto"], sr.getDefaultReadLimit())) != {**starts["auto"], names[7]: head}:
+            assert time.monotonic() < deadline, f"latestOffset {got} never saw the append"
+            time.sleep(0.02)
+        # The sweeping readers see it at their next trigger.
+        for k in ("false", "few"):
+            end = readers[k].latestOffset(starts[k], readers[k].getDefaultReadLimit())
+            assert end == {**starts[k], names[7]: head}
+    finally:
+        for sr in readers.values():
+            sr.stop()
+    assert not any(sr._token in stream_module._watchers for sr in readers.values())

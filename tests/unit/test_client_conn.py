@@ -60,3 +60,15 @@ def test_routes_pick_primary_for_appends_and_same_zone_member_for_reads():
     # A route without endpoints is no routing hint.
     conns.update_route("k", pb.Header(route=pb.Route(members=route.members, primary=1)))
     assert conns.append_endpoint("k") == "http://default:1"
+
+
+def test_keepalive_pings_respect_go_grpc_servers_minimum():
+    """Gazette's brokers (Go gRPC, default enforcement) count a ping that comes sooner than 5
+    minutes after the last one while they have sent nothing, and close the connection at the third
+    (GOAWAY too_many_pings), failing every call on it. Seen against gazette v0.103.0 with the old
+    30 s pings: calls that waited for minutes on a journal whose store directory was missing, and a
+    retried append on the same connection."""
+    from pyspark_gazette.client import conn
+
+    options = dict(conn._CHANNEL_OPTIONS)
+    assert options["grpc.keepalive_time_ms"] == conn.KEEPALIVE_MS > 5 * 60 * 1000

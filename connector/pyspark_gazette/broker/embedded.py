@@ -33,7 +33,10 @@ log = logging.getLogger(__name__)
 
 #: Largest AppendRequest the server accepts (Gazette's default --max-grpc-recv-size).
 DEFAULT_MAX_RECEIVE = 4 * 1024 * 1024
-DEFAULT_MAX_WORKERS = 256
+#: gRPC worker threads at most. Threads are started only as RPCs need them, and each blocking
+#: Read or List watch holds one while it waits (a stream's ``watchWriteHeads`` keeps one open per
+#: journal), so this bounds how many calls the broker serves at once, not what it costs idle.
+DEFAULT_MAX_WORKERS = 16_384
 
 
 class EmbeddedBroker:
@@ -48,7 +51,8 @@ class EmbeddedBroker:
     :param min_append_rate: bytes/s an appending client must sustain (after 1 s of credit);
         0 disables the check.
     :param process_suffix: the broker's ``process_id.suffix``; unique per instance by default.
-    :param max_workers: gRPC worker threads (each blocking Read or List watch holds one).
+    :param max_workers: gRPC worker threads at most, started as needed (each blocking Read or List
+        watch holds one while it waits; see :data:`DEFAULT_MAX_WORKERS`).
     :param max_receive_message_size: largest request message accepted.
     :param persist_timeout: seconds :meth:`stop` waits for spools to be persisted.
     :param hold_dir: fault-injection hook for tests (see :func:`pyspark_gazette.testing.hold_rpc`).

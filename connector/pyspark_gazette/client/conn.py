@@ -252,11 +252,17 @@ class Connections:
                 attempt += 1
 
 
+#: Keepalive pings on a connection with open calls, to notice a broker that vanished without
+#: closing it (a blocking Read may idle for hours). Go gRPC servers, Gazette's included, refuse
+#: pings closer than 5 minutes apart while no data flows: after three they close the connection
+#: (GOAWAY ``too_many_pings``), failing every call on it, appends included. So just over that.
+KEEPALIVE_MS = 330_000
+
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
     ("grpc.max_send_message_length", 64 << 20),
     ("grpc.enable_http_proxy", 0),
-    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_time_ms", KEEPALIVE_MS),
 ]
 
 

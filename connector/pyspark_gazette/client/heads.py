@@ -18,7 +18,7 @@ Gazette has no call that returns many journals' write heads: List carries specs 
   asyncio event loop (``grpc.aio``) in a daemon thread. A watch that fails (broker restart,
   route change, journal deleted) forgets its journal, which the caller then sweeps again.
   Each open watch holds a stream on a broker: Gazette's Go brokers hold a goroutine each, the
-  embedded broker a worker thread each (see its ``max_workers``).
+  embedded broker a waiting worker thread each (up to its ``max_workers``, 16,384 by default).
 
 A watched head can lag an append by the time its answer takes to arrive (a round trip); it is
 never ahead of the broker's write head.

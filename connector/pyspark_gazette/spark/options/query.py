@@ -42,7 +42,7 @@ class ReadOptions:
     open_cost_bytes: int = 256 << 10
     min_partitions: int | None = None
     uuid_field: int = 0
-    watch_write_heads: bool = False
+    watch_write_heads: str = "auto"  # auto | true | false
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -129,7 +129,7 @@ class ReadOptions:
             open_cost_bytes=v.get("openCostInBytes") or option("openCostInBytes").default,
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
-            watch_write_heads=bool(v.get("watchWriteHeads")),
+            watch_write_heads=v.get("watchWriteHeads") or "auto",
         )
 
 

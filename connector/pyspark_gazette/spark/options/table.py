@@ -354,16 +354,18 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "watchWriteHeads",
-        "bool",
-        False,
-        "Keep one blocking metadata-only Read open per journal of the stream, so that the broker "
-        "tells the driver of every append and `latestOffset` reads the write heads from memory "
-        "instead of asking every journal at every trigger (for selectors over thousands of "
-        "journals). Each watched journal holds a stream on a broker: a goroutine on Gazette's "
-        "brokers, a worker thread on the embedded broker (256 by default), so leave it off there. A "
-        "watched head lags an append by the broker's answer (a round trip): `processAllAvailable()` "
-        "right after an append may return before reading it.",
+        "enum",
+        "auto",
+        "How `latestOffset` learns the journals' write heads. `false`: one metadata-only Read per "
+        "journal at every trigger (128 in flight). `true`: one blocking metadata-only Read kept open "
+        "per journal, which the broker answers at each append, so a trigger reads the heads from "
+        "memory and an idle journal costs nothing. `auto` (default): `true` once the stream covers "
+        "128 journals or more, `false` below. Each watched journal holds a stream on its broker (a "
+        "goroutine on Gazette's brokers, a thread on the embedded broker). A watched head lags an "
+        "append by the broker's answer (a round trip): `processAllAvailable()` right after an append "
+        "may return before reading it. `Trigger.AvailableNow` always asks every journal at the start.",
         scopes=frozenset({STREAM}),
+        choices=("auto", "true", "false"),
     ),
     Option(
         "readCommittedLookbackBytes",

@@ -9,8 +9,9 @@ scales with the object store.
   ``startingTimestamp``.
 * ``latestOffset(start, limit)``: the journals' write heads (one List, then one metadata-only
   Read per journal, a window of them in flight: no fragment listing), cut by the read limit.
-  With ``watchWriteHeads``, a :class:`~pyspark_gazette.client.heads.HeadWatcher` keeps a blocking
-  metadata-only Read open per journal and only journals it does not watch yet are asked.
+  With ``watchWriteHeads`` (``auto``, the default, from :data:`WATCH_AUTO_JOURNALS` journals on), a
+  :class:`~pyspark_gazette.client.heads.HeadWatcher` keeps a blocking metadata-only Read open per
+  journal and only journals it does not watch yet are asked.
   With no new data it returns ``start`` and Spark runs no batch (no tasks). ``maxBytesPerTrigger`` (or Spark's
   ``ReadMaxBytes``) is shared across journals: each journal with a backlog first gets up to
   ``limit / (2 * journals)``, the rest is shared in proportion to the remaining backlogs, so a
@@ -65,6 +66,10 @@ SWEEP_THREADS = 32
 _planner_clients: dict = {}
 #: Write-head watchers of the driver-side stream readers (``watchWriteHeads``), by reader token.
 _watchers: dict = {}
+#: ``watchWriteHeads=auto`` watches the heads of a stream over at least this many journals: from
+#: here a sweep needs more than one window of :data:`~pyspark_gazette.client.heads.SWEEP_WINDOW`
+#: Reads, while the watches cost the brokers one idle stream each (docs/streaming.md).
+WATCH_AUTO_JOURNALS = 128
 
 
 def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
@@ -213,7 +218,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from pyspark_gazette.client.heads import HeadWatcher, sweep_heads
 
         names = [info.name for info in self._journals(client)]
-        if fresh or not self.opts.watch_write_heads:
+        if fresh or not self._watching(len(names)):
             return sweep_heads(client.conns, names)
         watcher = _watchers.get(self._token)
         if watcher is None:
@@ -225,6 +230,15 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if gone:
             watcher.unwatch(sorted(gone))
         return {n: known[n] if n in known else asked[n] for n in names}
+
+    def _watching(self, journals: int) -> bool:
+        """Whether heads come from the watcher: ``watchWriteHeads`` true, or auto and at least
+        :data:`WATCH_AUTO_JOURNALS` journals. A stream that drops below the threshold keeps the
+        watcher it started (its watches are already paid for)."""
+        mode = self.opts.watch_write_heads
+        if mode == "auto":
+            return journals >= WATCH_AUTO_JOURNALS or self._token in _watchers
+        return mode == "true"
 
     # -- DataSourceStreamReader ---------------------------------------------------------------
 
