@@ -19,6 +19,9 @@ interleaved and best of ``--rounds``, on a local[2] Spark:
       schema); ours / floor is how close we are to what Spark allows any Python data source,
       goals >= 0.95 raw and >= 0.9 typed; also the raw floor with every 8 batches joined into
       one (does Spark care about batch size?);
+  (t) with (f): the typed decode alone in this process (no Spark) against pyarrow's JSON reader
+      parsing the same batches straight into the schema: how much of the typed cost is the
+      parse itself;
   (s) a user schema of untyped columns (``value STRING``: raw, no JSON parsing, one column) vs
       the default three columns;
   (p) driver planning of a journal of ``--fragments`` fragments (files written straight into
@@ -285,6 +288,45 @@ def main() -> int:
                 parts = GazetteBatchReader(o, schema).partitions()
                 return timed(lambda: [b.num_rows for p in parts for b in read_batches(p, o, schema)])
 
+            # (t) the typed decode alone, one process: ours against pyarrow's JSON reader parsing
+            # the same batches straight into the output schema (the least any Arrow-native JSON
+            # parse costs here), to separate the parse itself from our conversions.
+            if "f" in args.cases:
+                import io
+
+                import pyarrow as pa
+                import pyarrow.compute as pc
+                import pyarrow.json as pj
+
+                from pyspark_gazette.spark.read.typed import TypedDecoder
+
+                o = read_opts()
+                values = [
+                    b.column("value").cast(pa.binary())
+                    for p in GazetteBatchReader(o, raw_schema).partitions()
+                    for b in read_partition(p, o, raw_schema)
+                ]
+                decoder = TypedDecoder(typed_schema)
+                bare_opts = pj.ParseOptions(explicit_schema=decoder.out_schema, unexpected_field_behavior="ignore")
+
+                def bare() -> int:
+                    rows = 0
+                    for v in values:
+                        text = pc.binary_join_element_wise(v, b"\n", b"").buffers()[2]
+                        rows += pj.read_json(io.BytesIO(text), parse_options=bare_opts).num_rows
+                    return rows
+
+                def ours() -> int:
+                    return sum(decoder.decode(v, {}).num_rows for v in values)
+
+                assert bare() == ours()
+                t_bare = min(timed(bare) for _ in range(args.rounds))
+                t_ours = min(timed(ours) for _ in range(args.rounds))
+                print(
+                    f"\n  (t) typed decode alone, one process: ours {mb / t_ours:.0f} MB/s, "
+                    f"pyarrow.json into the schema {mb / t_bare:.0f} MB/s"
+                )
+                ratios.append(("t: typed decode vs bare pyarrow.json", t_bare / t_ours, 0.9))
             if "c" in args.cases:
                 src = {k: min(source_only(k == "direct") for _ in range(args.rounds)) for k in ("direct", "broker")}
                 print(

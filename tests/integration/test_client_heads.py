@@ -119,3 +119,18 @@ def test_list_fragments_many_lists_each_journal_in_order(backend, client):
         for item in list_fragments_many(client.conns, [*names[:4], "heads/never-created", *names[4:]], window=3):
             got.append(item)
     assert got == expected[:4]
+
+
+def test_watchers_one_after_another_share_the_process_loop(backend, client):
+    """A watcher closed, then another (a query restarted in the same driver): the second runs on
+    the same event loop, which grpc.aio is bound to, and follows appends."""
+    name = "heads/again"
+    create(backend, client, [name])
+    loops = []
+    for _ in range(2):
+        with HeadWatcher(client.conns) as w:
+            loops.append(w._loop)
+            w.watch(sweep_heads(client.conns, [name]))
+            head = client.append(name, b"again\n").end
+            wait_for(lambda w=w, head=head: w.heads([name]) == {name: head}, "the watched head")
+    assert loops[0] is loops[1] and loops[0].is_running()

@@ -14,8 +14,10 @@ Gazette has no call that returns many journals' write heads: List carries specs 
   last known write head. A broker answers such a read as soon as content at that offset is
   committed, with the new write head (Gazette's ``Index.Query``; the embedded broker the same),
   and the watcher re-arms the read there. Reading the heads of watched journals is then a
-  dictionary look-up: an idle journal costs nothing between triggers. All watches run on one
-  asyncio event loop (``grpc.aio``) in a daemon thread. A watch that fails (broker restart,
+  dictionary look-up: an idle journal costs nothing between triggers. The watches of every
+  watcher in the process run on one asyncio event loop (``grpc.aio``) in a daemon thread that
+  lives as long as the process: grpc.aio binds its completion queue to the first loop that uses
+  it, so a second loop (a query restarted in the same driver) must not replace a closed one. A watch that fails (broker restart,
   route change, journal deleted) forgets its journal, which the caller then sweeps again.
   Each open watch holds a stream on a broker: Gazette's Go brokers hold a goroutine each, the
   embedded broker a waiting worker thread each (up to its ``max_workers``, 16,384 by default).
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -144,6 +147,22 @@ def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WI
     return out
 
 
+_loop_lock = threading.Lock()
+_shared_loop: tuple[int, asyncio.AbstractEventLoop] | None = None  # (pid, loop)
+
+
+def _watch_loop() -> asyncio.AbstractEventLoop:
+    """The process's event loop for watches (see the module docstring), started on first use
+    (again in a forked child, which has the parent's loop object but not its thread)."""
+    global _shared_loop
+    with _loop_lock:
+        if _shared_loop is None or _shared_loop[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="gazette-heads", daemon=True).start()
+            _shared_loop = (os.getpid(), loop)
+        return _shared_loop[1]
+
+
 class HeadWatcher:
     """Write heads of journals kept current by blocking metadata-only Reads (module docstring).
 
@@ -158,10 +177,8 @@ class HeadWatcher:
         self._heads: dict[str, int] = {}
         self._tasks: dict[str, asyncio.Task] = {}
         self._closed = False
-        self._loop = asyncio.new_event_loop()
+        self._loop = _watch_loop()
         self._channels: dict[str, grpc.aio.Channel] = {}  # used on the loop only
-        self._thread = threading.Thread(target=self._loop.run_forever, name="gazette-heads", daemon=True)
-        self._thread.start()
 
     def __enter__(self) -> HeadWatcher:
         return self
@@ -202,13 +219,7 @@ class HeadWatcher:
             self._closed = True
             names = list(self._heads)
             self._heads.clear()
-        try:
-            asyncio.run_coroutine_threadsafe(self._shutdown(names), self._loop).result(timeout=30)
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=30)
-            if not self._thread.is_alive():
-                self._loop.close()
+        asyncio.run_coroutine_threadsafe(self._shutdown(names), self._loop).result(timeout=30)
 
     # -- on the loop -------------------------------------------------------------------------
 
