@@ -60,11 +60,18 @@ def jfr_recording(spark, path: str | None):  # type: ignore[no-untyped-def]
         print(f"JFR recording: {path} (summarise with: .venv/bin/python bench/jfr_top.py {path})")
 
 
-def best_of(cases: dict[str, Callable[[], Any]], rounds: int) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Run every case once per round, interleaved; the best time of each and all of them."""
+def best_of(
+    cases: dict[str, Callable[[], Any]], rounds: int, *, alternate: bool = False
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Run every case once per round, interleaved; the best time of each and all of them.
+
+    ``alternate``: every other round runs the cases in reverse order, so that no case always
+    follows the same one (a case right after a long one can pay that one's JVM garbage collection).
+    """
     all_times: dict[str, list[float]] = {k: [] for k in cases}
-    for _ in range(rounds):
-        for name, fn in cases.items():
+    for r in range(rounds):
+        order = list(cases.items())
+        for name, fn in reversed(order) if alternate and r % 2 else order:
             t = time.perf_counter()
             fn()
             all_times[name].append(time.perf_counter() - t)

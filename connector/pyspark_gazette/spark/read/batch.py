@@ -29,14 +29,17 @@ from pyspark_gazette.spark.read.plan import GazettePartition
 log = logging.getLogger(__name__)
 
 
-def read_batches(part: GazettePartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
-    """The record batches of one partition (shared by batch and streaming reads)."""
+def read_batches(
+    part: GazettePartition, opts: ReadOptions, schema: StructType, content: bytes | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The record batches of one partition (shared by batch and streaming reads); ``content``:
+    a one-segment partition's bytes, prefetched (:mod:`~pyspark_gazette.spark.read.pack`)."""
     from pyspark_gazette.spark.read.batches import CommittedFilter, OutputBuilder
     from pyspark_gazette.spark.read.segments import partition_messages
 
     builder = OutputBuilder(schema, opts, part.framing)
     committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
-    for msgs in partition_messages(part, opts):
+    for msgs in partition_messages(part, opts, content):
         if committed is not None:
             kept = committed.filter(msgs)
             if kept is None:

@@ -17,11 +17,14 @@ Determinism: the grouping depends only on the pieces' order and weights. The str
 weighs a piece by its planned offset range (never by which fragments happen to be persisted), so
 the same micro-batch offsets always give the same partitions, which the exactly-once sink relies on.
 
-:func:`read_packed` reads a packed partition's pieces with a small thread pool, so the latency of
-many small reads (a Read RPC or a store GET each) overlaps, and yields their rows in piece order,
-hence in offset order per journal, joining the small batches of consecutive pieces into one. At
-most :data:`READ_THREADS` reads run at once, and reads ahead are bounded by ``maxPartitionBytes``
-of planned content.
+:func:`read_packed` reads a packed partition's pieces concurrently and yields their rows in piece
+order, hence in offset order per journal, joining the small batches of consecutive pieces into
+one. A small piece of a journal's live tail (line-framed, at most :data:`PREFETCH_BYTES`) has its
+Read RPC started at once without a thread (:class:`_Prefetch`, up to :data:`PREFETCH_AHEAD` in
+flight): with thousands of one-message journals the per-piece cost is the gRPC call itself, and a
+thread per call cost more than the call (measured in bench_many). Other pieces (fragment files,
+larger ranges) are read by a small thread pool, at most :data:`READ_THREADS` at once. Reads ahead
+are bounded by ``maxPartitionBytes`` of planned content.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import grpc
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
@@ -40,8 +44,12 @@ from pyspark_gazette.spark.read.plan import GazettePartition
 
 #: Concurrent reads inside one packed partition (each is mostly waiting on a socket or a file).
 READ_THREADS = 4
-#: Pieces read ahead of the one being yielded, at most.
+#: Pieces read ahead of the one being yielded by the threads, at most.
 READ_AHEAD = 16
+#: Small broker pieces (:class:`_Prefetch`) whose Reads are in flight at once, at most.
+PREFETCH_AHEAD = 64
+#: Broker pieces up to this long are prefetched whole.
+PREFETCH_BYTES = 256 << 10
 #: Batches of consecutive pieces are joined up to this many rows or bytes: a thousand one-row
 #: batches cost Spark far more to take in than one batch of a thousand rows.
 COALESCE_ROWS = 8192
@@ -122,7 +130,7 @@ def read_packed(part: PackedPartition, opts: ReadOptions, schema: StructType) ->
     """
     members = part.members
     budget = opts.max_partition_bytes
-    pending: collections.deque[tuple[Future[list[pa.RecordBatch]], int]] = collections.deque()
+    pending: collections.deque[tuple[Future[list[pa.RecordBatch]] | _Prefetch, int]] = collections.deque()
     ahead = 0
     nxt = 0
     buf: list[pa.RecordBatch] = []  # small batches of consecutive pieces, sent to Spark as one
@@ -131,10 +139,15 @@ def read_packed(part: PackedPartition, opts: ReadOptions, schema: StructType) ->
         try:
             while nxt < len(members) or pending:
                 while nxt < len(members) and (
-                    not pending or (len(pending) < READ_AHEAD and ahead + members[nxt].length <= budget)
+                    not pending or (len(pending) < PREFETCH_AHEAD and ahead + members[nxt].length <= budget)
                 ):
                     member = members[nxt]
-                    pending.append((pool.submit(_read_all, member, opts, schema), member.length))
+                    if _prefetchable(member):
+                        pending.append((_Prefetch(member, opts, schema), member.length))
+                    elif sum(1 for f, _ in pending if isinstance(f, Future)) < READ_AHEAD:
+                        pending.append((pool.submit(_read_all, member, opts, schema), member.length))
+                    else:
+                        break
                     ahead += member.length
                     nxt += 1
                 future, length = pending.popleft()
@@ -161,7 +174,81 @@ def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
-def _read_all(member: GazettePartition, opts: ReadOptions, schema: StructType) -> list[pa.RecordBatch]:
+def _read_all(
+    member: GazettePartition, opts: ReadOptions, schema: StructType, content: bytes | None = None
+) -> list[pa.RecordBatch]:
     from pyspark_gazette.spark.read.batch import read_batches
 
-    return list(read_batches(member, opts, schema))
+    return list(read_batches(member, opts, schema, content))
+
+
+def _prefetchable(member: GazettePartition) -> bool:
+    """A small piece of a line-framed journal that the broker serves (its journal's live tail)."""
+    return (
+        len(member.segments) == 1
+        and member.segments[0].fragment is None
+        and member.framing in ("ndjson", "lines")
+        and 0 < member.length <= PREFETCH_BYTES
+    )
+
+
+class _Prefetch:
+    """A small broker piece whose Read starts at once, without a thread (gRPC runs the call as
+    soon as it is made), and whose answer is taken in order by :meth:`result`.
+
+    Only a plain answer is used: every byte of ``[read_from, end)`` in order, ending with a
+    newline (no message straddles the end). Anything else (a broker error, a status other than
+    OK, a short or shifted read) drops the call and reads the piece the usual way
+    (:func:`_read_all`, with its retries, route changes and data-loss rules), so the prefetch
+    never changes what a piece yields.
+    """
+
+    def __init__(self, member: GazettePartition, opts: ReadOptions, schema: StructType):
+        from pyspark_gazette.protocol import pb
+        from pyspark_gazette.spark.read.segments import connections, read_from
+
+        self.member, self.opts, self.schema = member, opts, schema
+        seg = member.segments[0]
+        self.begin, self.end = read_from(seg, member.framing), seg.end
+        self.conns = connections(opts)
+        request = pb.ReadRequest(journal=seg.journal, offset=self.begin, end_offset=self.end)
+        kwargs = {k: v for k, v in self.conns.call_kwargs().items() if k != "timeout"}
+        try:
+            self.call = self.conns.stub(self.conns.read_endpoint(seg.journal)).Read(request, **kwargs)
+        except grpc.RpcError:
+            self.call = None
+
+    def cancel(self) -> None:
+        if self.call is not None:
+            self.call.cancel()
+
+    def result(self) -> list[pa.RecordBatch]:
+        content = self._content()
+        if content is None:
+            return _read_all(self.member, self.opts, self.schema)
+        return _read_all(self.member, self.opts, self.schema, content)
+
+    def _content(self) -> bytes | None:
+        from pyspark_gazette.protocol import pb
+
+        if self.call is None:
+            return None
+        chunks: list[bytes] = []
+        pos = self.begin
+        try:
+            for resp in self.call:
+                if resp.HasField("header"):
+                    self.conns.update_route(self.member.journal, resp.header)
+                if resp.status != pb.OK or resp.offset != pos:
+                    return None
+                if resp.content:
+                    chunks.append(resp.content)
+                    pos += len(resp.content)
+        except grpc.RpcError:
+            return None
+        finally:
+            self.call.cancel()
+        content = b"".join(chunks)
+        if pos != self.end or not content.endswith(b"\n"):
+            return None
+        return content

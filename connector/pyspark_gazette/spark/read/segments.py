@@ -186,12 +186,31 @@ class Messages:
         )
 
 
-def segment_messages(seg: Segment, framing: str, opts: ReadOptions) -> Iterator[Messages]:
-    """Messages beginning in ``[seg.begin, seg.end)``, in order, in Arrow pieces."""
-    skip = not seg.boundary and seg.begin > 0 and framing != "protobuf-fixed"
+def read_from(seg: Segment, framing: str) -> int:
+    """Where reading ``seg`` starts: a byte early when ``begin`` may fall inside a message of a
+    text framing (the partial message up to the first newline is then skipped)."""
+    return seg.begin - 1 if _skips(seg, framing) else seg.begin
+
+
+def _skips(seg: Segment, framing: str) -> bool:
+    return not seg.boundary and seg.begin > 0 and framing != "protobuf-fixed"
+
+
+def segment_messages(seg: Segment, framing: str, opts: ReadOptions, content: bytes | None = None) -> Iterator[Messages]:
+    """Messages beginning in ``[seg.begin, seg.end)``, in order, in Arrow pieces.
+
+    ``content``: the segment's bytes from :func:`read_from` to ``end``, already fetched (a packed
+    partition's prefetch), read instead of the store or the broker.
+    """
+    skip = _skips(seg, framing)
     read_from = seg.begin - 1 if skip else seg.begin
     OPEN_COUNTER.add(seg.fragment is not None)
-    source = _direct_chunks(seg, read_from, opts) if seg.fragment is not None else _broker_chunks(seg, read_from, opts)
+    if content is not None:
+        source: Iterator[bytes] = iter((content,))
+    elif seg.fragment is not None:
+        source = _direct_chunks(seg, read_from, opts)
+    else:
+        source = _broker_chunks(seg, read_from, opts)
     mod_time = seg.mod_time
     pos = read_from
     chunks = iter(source)
@@ -272,12 +291,15 @@ def _messages(msgs: list[tuple[int, bytes]], mod_time: int, end: int = -1) -> Me
 # -- partitions -------------------------------------------------------------------------------
 
 
-def partition_messages(part: GazettePartition, opts: ReadOptions) -> Iterator[Messages]:
-    """Every message of a partition, applying the data-loss policy to each segment."""
+def partition_messages(part: GazettePartition, opts: ReadOptions, content: bytes | None = None) -> Iterator[Messages]:
+    """Every message of a partition, applying the data-loss policy to each segment.
+
+    ``content``: a one-segment partition's prefetched bytes (see :func:`segment_messages`).
+    """
     for seg in part.segments:
         done = seg.begin
         try:
-            for msgs in segment_messages(seg, part.framing, opts):
+            for msgs in segment_messages(seg, part.framing, opts, content):
                 yield msgs
                 done = msgs.end if msgs.end >= 0 else msgs.offsets[len(msgs.offsets) - 1].as_py() + 1
         except (FragmentError, StoreError, OffsetJumpError, FramingError, TransportError) as e:
