@@ -31,6 +31,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = "event_id LONG, ts TIMESTAMP, user_id STRING, country STRING, page STRING, amount DOUBLE"
@@ -42,9 +43,12 @@ PAGES = ("/", "/search", "/product", "/cart", "/checkout")
 def hour_lines(hour: int, size: int, first_id: int) -> tuple[list[bytes], int]:
     """About ``size`` bytes of events stamped inside ``hour``; returns the lines and the next id."""
     lines, total, i = [], 0, first_id
+    # The hour's date and hour (BASE is a midnight, so an hour never straddles two days); a
+    # journal longer than January must not stamp "2026-01-32", which both readers find malformed.
+    prefix = time.strftime("%Y-%m-%dT%H:", time.gmtime(BASE + hour * 3600))
     while total < size:
-        ts = BASE + hour * 3600 + (i * 7) % 3600
-        stamp = f"2026-01-{1 + ts // 86400 - BASE // 86400:02d}T{ts % 86400 // 3600:02d}:{ts % 3600 // 60:02d}:{ts % 60:02d}Z"
+        second = (i * 7) % 3600
+        stamp = f"{prefix}{second // 60:02d}:{second % 60:02d}Z"
         line = (
             f'{{"event_id":{i},"ts":"{stamp}","user_id":"u{i * 7919 % 100003:06d}",'
             f'"country":"{COUNTRIES[i % 8]}","page":"{PAGES[i % 5]}","amount":{i % 10000 / 100}}}\n'

@@ -4,7 +4,9 @@ plain. Both brokers (the ``backend`` fixture), the executor read path in this pr
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
+from pyspark.sql.types import LongType, StructField, StructType
 
 import pyspark_gazette.spark.read.pack as pack_module
 from journalspecs import make_spec
@@ -48,14 +50,17 @@ def create(backend, client, names, labels=None):
 
 
 def opts(backend, **options) -> ReadOptions:
-    return ReadOptions.parse({"broker.address": backend.address, "store.fileRoot": backend.file_root, **options}, env={})
+    return ReadOptions.parse(
+        {"broker.address": backend.address, "store.fileRoot": backend.file_root, **options}, env={}
+    )
 
 
 def rows(parts, o) -> list[tuple[str, int, str]]:
     out = []
     for p in parts:
         for b in read_partition(p, o, SCHEMA):
-            out += zip(b.column("journal").to_pylist(), b.column("offset").to_pylist(), b.column("value").to_pylist())
+            cols = (b.column(c).to_pylist() for c in ("journal", "offset", "value"))
+            out += zip(*cols, strict=True)
     return out
 
 
@@ -74,10 +79,17 @@ def test_packed_live_tails_are_prefetched_and_read_the_same(backend, client, pre
     assert sorted(got) == sorted(expected)
     assert [r for r in got if r[0] == names[2]] == [r for r in expected if r[0] == names[2]]  # in order
     assert prefetches == {"used": len(names), "fell back": 0}
-    # The same read without prefetching (every piece through the thread pool).
+    # Typed: one decoder serves the partition's prefetched pieces.
+    typed_schema = StructType([StructField("j", LongType()), StructField("k", LongType())])
+    typed = [b for p in parts for b in read_partition(p, o, typed_schema)]
+    assert sorted(
+        zip(*(pa.concat_arrays([b.column(c) for b in typed]).to_pylist() for c in "jk"), strict=True)
+    ) == sorted((i, k) for i in range(len(names)) for k in range(1 + i % 3))
+    # The same reads without prefetching (every piece through the thread pool).
     monkeypatch.setattr(pack_module, "PREFETCH_BYTES", 0)
     assert rows(parts, o) == got
-    assert prefetches["used"] == len(names)
+    assert [b.to_pylist() for p in parts for b in read_partition(p, o, typed_schema)] == [b.to_pylist() for b in typed]
+    assert prefetches["used"] == 2 * len(names)
 
 
 def test_a_prefetch_without_a_plain_answer_reads_the_usual_way(backend, client, prefetches):

@@ -18,6 +18,7 @@ import dataclasses
 import datetime as _dt
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
@@ -26,18 +27,28 @@ from pyspark.sql.types import StructType
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.plan import GazettePartition
 
+if TYPE_CHECKING:
+    from pyspark_gazette.spark.read.batches import OutputBuilder
+
 log = logging.getLogger(__name__)
 
 
 def read_batches(
-    part: GazettePartition, opts: ReadOptions, schema: StructType, content: bytes | None = None
+    part: GazettePartition,
+    opts: ReadOptions,
+    schema: StructType,
+    content: bytes | None = None,
+    builder: OutputBuilder | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of one partition (shared by batch and streaming reads); ``content``:
-    a one-segment partition's bytes, prefetched (:mod:`~pyspark_gazette.spark.read.pack`)."""
+    a one-segment partition's bytes, prefetched (:mod:`~pyspark_gazette.spark.read.pack`);
+    ``builder``: an :class:`OutputBuilder` of ``schema`` for ``part``'s framing to reuse (building
+    one costs more than a one-message piece)."""
     from pyspark_gazette.spark.read.batches import CommittedFilter, OutputBuilder
     from pyspark_gazette.spark.read.segments import partition_messages
 
-    builder = OutputBuilder(schema, opts, part.framing)
+    if builder is None:
+        builder = OutputBuilder(schema, opts, part.framing)
     committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
     for msgs in partition_messages(part, opts, content):
         if committed is not None:

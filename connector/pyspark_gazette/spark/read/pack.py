@@ -135,6 +135,7 @@ def read_packed(part: PackedPartition, opts: ReadOptions, schema: StructType) ->
     nxt = 0
     buf: list[pa.RecordBatch] = []  # small batches of consecutive pieces, sent to Spark as one
     rows = nbytes = 0
+    builders: dict = {}  # used on this thread only (by the prefetches' results)
     with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(members)), thread_name_prefix="gazette-pack") as pool:
         try:
             while nxt < len(members) or pending:
@@ -143,7 +144,7 @@ def read_packed(part: PackedPartition, opts: ReadOptions, schema: StructType) ->
                 ):
                     member = members[nxt]
                     if _prefetchable(member):
-                        pending.append((_Prefetch(member, opts, schema), member.length))
+                        pending.append((_Prefetch(member, opts, schema, builders), member.length))
                     elif sum(1 for f, _ in pending if isinstance(f, Future)) < READ_AHEAD:
                         pending.append((pool.submit(_read_all, member, opts, schema), member.length))
                     else:
@@ -175,11 +176,11 @@ def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 def _read_all(
-    member: GazettePartition, opts: ReadOptions, schema: StructType, content: bytes | None = None
+    member: GazettePartition, opts: ReadOptions, schema: StructType, content: bytes | None = None, builder=None
 ) -> list[pa.RecordBatch]:
     from pyspark_gazette.spark.read.batch import read_batches
 
-    return list(read_batches(member, opts, schema, content))
+    return list(read_batches(member, opts, schema, content, builder))
 
 
 def _prefetchable(member: GazettePartition) -> bool:
@@ -203,11 +204,12 @@ class _Prefetch:
     never changes what a piece yields.
     """
 
-    def __init__(self, member: GazettePartition, opts: ReadOptions, schema: StructType):
+    def __init__(self, member: GazettePartition, opts: ReadOptions, schema: StructType, builders: dict):
         from pyspark_gazette.protocol import pb
         from pyspark_gazette.spark.read.segments import connections, read_from
 
         self.member, self.opts, self.schema = member, opts, schema
+        self.builders = builders  # OutputBuilders by framing, shared by the partition's prefetches
         seg = member.segments[0]
         self.begin, self.end = read_from(seg, member.framing), seg.end
         self.conns = connections(opts)
@@ -223,10 +225,16 @@ class _Prefetch:
             self.call.cancel()
 
     def result(self) -> list[pa.RecordBatch]:
+        from pyspark_gazette.spark.read.batches import OutputBuilder
+
         content = self._content()
         if content is None:
             return _read_all(self.member, self.opts, self.schema)
-        return _read_all(self.member, self.opts, self.schema, content)
+        framing = self.member.framing
+        builder = self.builders.get(framing)
+        if builder is None:
+            builder = self.builders[framing] = OutputBuilder(self.schema, self.opts, framing)
+        return _read_all(self.member, self.opts, self.schema, content, builder)
 
     def _content(self) -> bytes | None:
         from pyspark_gazette.protocol import pb
