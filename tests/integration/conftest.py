@@ -14,17 +14,12 @@ from collections.abc import Iterable
 
 import grpc
 import pytest
-from google.protobuf import duration_pb2
 
 from journalspecs import make_spec
 from pyspark_gazette.broker import EmbeddedBroker
 from pyspark_gazette.protocol import label_set, pb, pb_grpc
 
 MiB = 1 << 20
-
-
-def duration(seconds: float) -> duration_pb2.Duration:
-    return duration_pb2.Duration(seconds=int(seconds), nanos=int(round((seconds - int(seconds)) * 1e9)))
 
 
 class Harness:
