@@ -176,15 +176,48 @@ def _next_fragment(c: Any, journal: str, offset: int) -> Any:
     return min(after, key=lambda s: s.begin) if after else None
 
 
+def _exit_on_ctrl_c(out):  # type: ignore[no-untyped-def]
+    """Ctrl-C ends a blocking read at once: what was copied is flushed, ``interrupted`` goes to
+    stderr and the process exits 130 without unwinding. A KeyboardInterrupt raised inside gRPC's
+    wait for the next response could leave the channel's cleanup (or the interpreter's exit)
+    waiting forever; a reader has nothing to clean up that the broker does not see anyway (the
+    stream's connection closes with the process)."""
+    import signal
+    import threading
+
+    def handler(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+        try:
+            out.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        os.write(2, b"interrupted\n")
+        os._exit(130)
+
+    if threading.current_thread() is not threading.main_thread():
+        return None  # only the main thread may set handlers (an in-process call from a thread)
+    return signal.signal(signal.SIGINT, handler)
+
+
 def cmd_read(args: argparse.Namespace) -> int:
     """Copy the journal to stdout. Content that cannot be read (a fragment missing from or damaged
     in its store, a hole the brokers skip over) is reported on stderr, one line per range naming
     the journal, the offsets and the fragment; the command then exits 1 at once, or with
     ``--fail-on-data-loss false`` goes on after the range and exits 0."""
+    out = sys.stdout.buffer
+    previous = _exit_on_ctrl_c(out) if args.block else None
+    try:
+        return _copy(args, out)
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, previous)
+
+
+def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
     from pyspark_gazette.errors import FragmentError, OffsetJumpError, OffsetNotYetAvailableError, TransportError
     from pyspark_gazette.fragments import FragmentRef
 
-    out = sys.stdout.buffer
     fail = args.fail_on_data_loss == "true"
     offset, copied = args.offset, 0
     with _client(args) as c:
