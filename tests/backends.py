@@ -44,6 +44,16 @@ class Backend:
         if self.cluster is not None:
             self.cluster.make_store_dirs(list(specs))
 
+    def create(self, client, specs: Iterable) -> None:
+        """Apply new journals as an operator would: store directories first (real Gazette), the
+        Applies in batches, then wait until each journal has a primary."""
+        from pyspark_gazette.client import Change
+
+        specs = list(specs)
+        self.prepare(specs)
+        client.apply_in_batches([Change(expect_mod_revision=0, upsert=s) for s in specs])
+        self.wait_primaries([s.name for s in specs])
+
     def wait_primaries(self, names: Iterable[str]) -> None:
         if self.cluster is not None:
             self.cluster.wait_primaries(list(names))

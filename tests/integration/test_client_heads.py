@@ -20,10 +20,7 @@ def client(backend):
 
 
 def create(backend, client, names):
-    specs = [make_spec(n, store="") for n in names]
-    backend.prepare(specs)
-    client.apply_in_batches([Change(0, upsert=s) for s in specs])
-    backend.wait_primaries(names)
+    backend.create(client, [make_spec(n, store="") for n in names])
 
 
 def wait_for(fn, what: str, timeout: float = 30):

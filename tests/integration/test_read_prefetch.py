@@ -43,10 +43,7 @@ def prefetches(monkeypatch):
 
 
 def create(backend, client, names, labels=None):
-    specs = [make_spec(n, store="", labels=labels or {}) for n in names]
-    backend.prepare(specs)
-    client.apply_in_batches([Change(0, upsert=s) for s in specs])
-    backend.wait_primaries(names)
+    backend.create(client, [make_spec(n, store="", labels=labels or {}) for n in names])
 
 
 def opts(backend, **options) -> ReadOptions:

@@ -22,11 +22,10 @@ def create_many(client, prefix: str, n: int, *, length: int = 1 << 20, broker=No
 
     names = [f"{prefix}/j{i:04d}" for i in range(n)]
     specs = [make_spec(n, length=length, labels={"set": prefix}) for n in names]
-    if getattr(broker, "prepare", None):
-        broker.prepare(specs)
-    client.apply_in_batches([Change(expect_mod_revision=0, upsert=s) for s in specs])
-    if getattr(broker, "wait_primaries", None):
-        broker.wait_primaries(names)
+    if getattr(broker, "create", None):  # a Backend (both_brokers)
+        broker.create(client, specs)
+    else:
+        client.apply_in_batches([Change(expect_mod_revision=0, upsert=s) for s in specs])
     return names
 
 

@@ -123,15 +123,17 @@ def pack(
 def read_packed(part: PackedPartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
     """The record batches of every piece of ``part``, piece after piece.
 
-    Pieces are read by up to :data:`READ_THREADS` threads, ahead of the piece being yielded by at
-    most :data:`READ_AHEAD` pieces and ``maxPartitionBytes`` of planned content (a piece read
-    ahead is held in memory until its turn). The first error of a piece, in piece order, fails
-    the task; the reads not yet started are cancelled.
+    Small live tails are prefetched (:class:`_Prefetch`, up to :data:`PREFETCH_AHEAD` pieces
+    ahead); other pieces are read by up to :data:`READ_THREADS` threads, up to :data:`READ_AHEAD`
+    pieces ahead. Either way at most ``maxPartitionBytes`` of planned content is read ahead of the
+    piece being yielded (a piece read ahead is held in memory until its turn). The first error
+    of a piece, in piece order, fails the task; the reads not yet started are cancelled.
     """
     members = part.members
     budget = opts.max_partition_bytes
     pending: collections.deque[tuple[Future[list[pa.RecordBatch]] | _Prefetch, int]] = collections.deque()
     ahead = 0
+    threaded = 0  # pieces of ``pending`` given to the thread pool
     nxt = 0
     buf: list[pa.RecordBatch] = []  # small batches of consecutive pieces, sent to Spark as one
     rows = nbytes = 0
@@ -145,13 +147,15 @@ def read_packed(part: PackedPartition, opts: ReadOptions, schema: StructType) ->
                     member = members[nxt]
                     if _prefetchable(member):
                         pending.append((_Prefetch(member, opts, schema, builders), member.length))
-                    elif sum(1 for f, _ in pending if isinstance(f, Future)) < READ_AHEAD:
+                    elif threaded < READ_AHEAD:
                         pending.append((pool.submit(_read_all, member, opts, schema), member.length))
+                        threaded += 1
                     else:
                         break
                     ahead += member.length
                     nxt += 1
                 future, length = pending.popleft()
+                threaded -= isinstance(future, Future)
                 batches = future.result()
                 ahead -= length
                 for batch in batches:

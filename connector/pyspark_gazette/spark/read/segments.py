@@ -189,11 +189,8 @@ class Messages:
 def read_from(seg: Segment, framing: str) -> int:
     """Where reading ``seg`` starts: a byte early when ``begin`` may fall inside a message of a
     text framing (the partial message up to the first newline is then skipped)."""
-    return seg.begin - 1 if _skips(seg, framing) else seg.begin
-
-
-def _skips(seg: Segment, framing: str) -> bool:
-    return not seg.boundary and seg.begin > 0 and framing != "protobuf-fixed"
+    inside = not seg.boundary and seg.begin > 0 and framing != "protobuf-fixed"
+    return seg.begin - 1 if inside else seg.begin
 
 
 def segment_messages(seg: Segment, framing: str, opts: ReadOptions, content: bytes | None = None) -> Iterator[Messages]:
@@ -202,17 +199,17 @@ def segment_messages(seg: Segment, framing: str, opts: ReadOptions, content: byt
     ``content``: the segment's bytes from :func:`read_from` to ``end``, already fetched (a packed
     partition's prefetch), read instead of the store or the broker.
     """
-    skip = _skips(seg, framing)
-    read_from = seg.begin - 1 if skip else seg.begin
+    start = read_from(seg, framing)
+    skip = start < seg.begin
     OPEN_COUNTER.add(seg.fragment is not None)
     if content is not None:
         source: Iterator[bytes] = iter((content,))
     elif seg.fragment is not None:
-        source = _direct_chunks(seg, read_from, opts)
+        source = _direct_chunks(seg, start, opts)
     else:
-        source = _broker_chunks(seg, read_from, opts)
+        source = _broker_chunks(seg, start, opts)
     mod_time = seg.mod_time
-    pos = read_from
+    pos = start
     chunks = iter(source)
     try:
         if skip:
@@ -296,6 +293,8 @@ def partition_messages(part: GazettePartition, opts: ReadOptions, content: bytes
 
     ``content``: a one-segment partition's prefetched bytes (see :func:`segment_messages`).
     """
+    if content is not None and len(part.segments) != 1:
+        raise ValueError("prefetched content is for a partition of one segment")
     for seg in part.segments:
         done = seg.begin
         try:
