@@ -2,6 +2,7 @@
 """Structured Streaming benchmark: end-to-end latency and backlog catch-up.
 
     .venv/bin/python bench/bench_stream.py [--messages 200] [--backlog-mib 256] [--parts latency,catchup]
+    .venv/bin/python bench/bench_stream.py --parts committed [--committed-mib 8,64] [--committed-batches 16]
 
 (1) Latency: a streaming query reads journal A and writes journal B (the exactly-once gazette
     sink) with a 0-interval trigger. Once its first micro-batch is done (start-up, reported on
@@ -18,6 +19,14 @@
     noop sink, in the same run, best of ``--rounds``. Ratio = batch time / stream time (goal
     >= 0.9 for 1 GiB). The stream's time includes its query start-up (offset and commit logs,
     the Python planner process), which a batch read does not pay.
+(3) Read-committed: for each size in ``--committed-mib``, a journal of click events with message
+    UUIDs (4 producers taking turns: transactions of 50-400 messages, each ACK'd, one
+    OUTSIDE_TXN message in 10, and one transaction left open across the whole journal) is read
+    by an ``AvailableNow`` stream in ``--committed-batches`` micro-batches (``maxBytesPerTrigger``)
+    into the noop sink, with ``readCommitted=true`` and without it, interleaved, best of
+    ``--rounds``. Reports each stream's time per micro-batch (the sum of Spark's
+    ``triggerExecution`` over batches, divided by their count: the planning of a read-committed
+    batch includes the driver's state scan) and the ratio (goal: read-committed within 1.3x).
 """
 
 from __future__ import annotations
@@ -218,9 +227,102 @@ def catchup(spark, broker, client, store: str, work: str, args) -> None:  # type
     )
 
 
+def committed_lines(target_bytes: int, seed: int = 5) -> bytes:
+    """Click events with UUIDs: transactions of 4 producers in turn, some OUTSIDE_TXN messages,
+    one transaction (producer 5) open from the first message to the last."""
+    import random
+
+    from bench_read import make_lines
+    from pyspark_gazette.message import TransactionalPublisher
+
+    rng = random.Random(seed)
+    raw = make_lines(target_bytes).splitlines()
+    pubs = [TransactionalPublisher() for _ in range(4)]
+    long = TransactionalPublisher()
+    out = [b'{"_meta":{"uuid":"' + str(long.uncommitted()).encode() + b'"},' + raw[0][1:]]
+    i, p = 1, 0
+    while i < len(raw) - 1:
+        pub = pubs[p % 4]
+        for _ in range(rng.randrange(50, 400)):
+            if i >= len(raw) - 1:
+                break
+            u = pubs[(p + 1) % 4].committed() if rng.random() < 0.1 else pub.uncommitted()
+            out.append(b'{"_meta":{"uuid":"' + str(u).encode() + b'"},' + raw[i][1:])
+            i += 1
+        out.append(b'{"_meta":{"uuid":"' + str(pub.ack()).encode() + b'"}}')
+        p += 1
+    out.append(b'{"_meta":{"uuid":"' + str(long.ack()).encode() + b'"},' + raw[-1][1:])
+    return b"\n".join(out) + b"\n"
+
+
+def committed(spark, broker, client, store: str, work: str, args) -> None:  # type: ignore[no-untyped-def]
+    for mib in (int(x) for x in args.committed_mib.split(",")):
+        committed_size(spark, broker, client, store, work, args, mib)
+
+
+def committed_size(spark, broker, client, store: str, work: str, args, mib: int) -> None:  # type: ignore[no-untyped-def]
+    from benchlib import best_of, ndjson_spec
+    from pyspark_gazette.client import Change
+
+    journal = f"bench/rc-{mib}"
+    client.apply([Change(0, upsert=ndjson_spec(journal, 16 << 20))])
+    data = committed_lines(mib << 20)
+    pos = 0
+    while pos < len(data):
+        cut = data.find(b"\n", min(pos + (1 << 20), len(data) - 1)) + 1 or len(data)
+        client.append(journal, data[pos:cut])
+        pos = cut
+    if not broker.wait_persisted(600):
+        raise RuntimeError("the journal was not persisted within 10 minutes")
+    per_trigger = str(len(data) // args.committed_batches + 1)
+    stats: dict[str, tuple[int, float, int]] = {}
+    runs = iter(range(1000))
+
+    def run(rc: bool) -> None:
+        name = f"{'rc' if rc else 'plain'}-{mib}-{next(runs)}"
+        q = (
+            spark.readStream.format("gazette")
+            .option("broker.address", broker.address)
+            .option("store.fileRoot", store)
+            .option("journals", journal)
+            .option("startingOffsets", "earliest")
+            .option("maxBytesPerTrigger", per_trigger)
+            .option("readCommitted", str(rc).lower())
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", os.path.join(work, f"ckpt-{name}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination()
+        progress = [p for p in q.recentProgress if p["numInputRows"] or p["durationMs"].get("addBatch")]
+        trig = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+        rows = sum(p["numInputRows"] for p in progress)
+        stats[name] = (len(progress), trig, rows)
+
+    run(True)  # warm-up of both paths (not counted)
+    run(False)
+    stats.clear()
+    best, times = best_of(
+        {"readCommitted": lambda: run(True), "plain": lambda: run(False)}, args.rounds, alternate=True
+    )
+    rc = min((v for k, v in stats.items() if k.startswith("rc-")), key=lambda v: v[1])
+    pl = min((v for k, v in stats.items() if k.startswith("plain-")), key=lambda v: v[1])
+    per_rc, per_pl = rc[1] / rc[0], pl[1] / pl[0]
+    ratio = per_rc / per_pl
+    say(
+        f"(3) {len(data) / 1e6:.0f} MB journal, {rc[0]} / {pl[0]} micro-batches: read-committed "
+        f"{per_rc * 1000:.0f} ms per batch ({rc[2]} rows, query {best['readCommitted']:.2f} s), plain "
+        f"{per_pl * 1000:.0f} ms per batch ({pl[2]} rows, query {best['plain']:.2f} s); read-committed / plain "
+        f"{ratio:.2f} (goal <= 1.3: {'met' if ratio <= 1.3 else 'MISSED'}); all query times "
+        + "; ".join(f"{k} {', '.join(f'{x:.2f}' for x in v)}" for k, v in times.items())
+        + f"; load average {os.getloadavg()}"
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--parts", default="latency,catchup", help="comma-separated: latency, catchup")
+    p.add_argument("--parts", default="latency,catchup", help="comma-separated: latency, catchup, committed")
     p.add_argument("--messages", type=int, default=200)
     p.add_argument("--interval", type=float, default=0.05, help="seconds between latency probes")
     p.add_argument("--warmup", type=int, default=4, help="single-message batches before probing")
@@ -228,6 +330,8 @@ def main() -> int:
     p.add_argument("--backlog-mib", type=int, default=256, help="the issue's goal is stated for 1024")
     p.add_argument("--fragment-mib", type=int, default=64)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--committed-mib", default="8,64", help="journal sizes of part (3), comma-separated")
+    p.add_argument("--committed-batches", type=int, default=16, help="micro-batches per stream in part (3)")
     args = p.parse_args()
     parts = set(args.parts.split(","))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -259,6 +363,8 @@ def main() -> int:
                 latency(spark, broker, client, store, work, args)
             if "catchup" in parts:
                 catchup(spark, broker, client, store, work, args)
+            if "committed" in parts:
+                committed(spark, broker, client, store, work, args)
             client.close()
         return 0
     finally:

@@ -1,8 +1,10 @@
-"""Read-committed stream windows (spark/read/committed.py) without Spark or a broker.
+"""Read-committed stream partitions (spark/read/committed.py) without Spark or a broker.
 
-The property: cutting a journal into micro-batches anywhere, each sequenced from a window that
-reaches back to the journal's start, emits exactly what one read-committed pass over the whole
-journal emits, each message once, in the batch holding its committing message.
+The property: cutting a journal into micro-batches anywhere, each sequenced either from a window
+that reaches back to the journal's start (offsets without state) or from the producer states the
+driver's scan of the previous batch left in its end offset (re-reading only replays), emits
+exactly what one read-committed pass over the whole journal emits, each message once, in the
+batch holding its committing message.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from hypothesis import strategies as st
 from pyspark_gazette.message import Flags, TransactionalPublisher, build_uuid, set_uuid_at
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.batches import CommittedFilter
-from pyspark_gazette.spark.read.committed import CommittedStreamPartition, WindowFilter
+from pyspark_gazette.spark.read.committed import (
+    CommittedStreamPartition,
+    WindowFilter,
+    entry,
+    offset_of,
+    state_of,
+)
 from pyspark_gazette.spark.read.plan import Segment
 from pyspark_gazette.spark.read.segments import Messages
 
@@ -128,3 +136,90 @@ def test_sequencer_reports_come_from_the_batch_holding_the_message_only(caplog):
         assert emitted(window(lines, odd, lines[2][0]), lines[:2]) == [1]  # the batch holding it
     (record,) = caplog.records
     assert "discards a pending" in record.getMessage() and f"[{odd}, " in record.getMessage()
+
+
+class Restored(WindowFilter):
+    """A partition's filter whose replays come from ``lines`` (the executor reads the broker)."""
+
+    def __init__(self, lines, part, *, emit: bool = True):
+        super().__init__(part, OPTS, emit=emit)
+        self.lines, self.replayed = lines, []
+
+    def _replay(self, journal, begin, end):
+        self.replayed.append((begin, end))
+        yield from self._envelopes(messages([m for m in self.lines if begin <= m[0] < end]))
+
+
+def chained(lines, bounds, first=None):
+    """Run batches ``bounds[i], bounds[i+1]`` as the stream does: each restored from the offset
+    entry the driver's scan of the previous batch computed. The emitted messages per batch, the
+    offset entries, and the replayed ranges."""
+    got, entries, replays = [], [first if first is not None else bounds[0]], []
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        state = state_of(entries[-1])
+        begin = offset_of(entries[-1]) if state is not None else 0  # no state: a window from the start
+        batch = [m for m in lines if begin <= m[0] < end]
+        part = CommittedStreamPartition(0, J, "ndjson", (Segment(J, begin, end),), start, False, state)
+        f = Restored(lines, part)
+        got.append(emitted(f, batch))
+        replays += f.replayed
+        scan = Restored(lines, part, emit=False)  # the driver's scan_state, same messages
+        assert scan.filter(messages(batch)) is None if batch else True
+        entries.append(entry(end, scan.producer_states()))
+    return got, entries, replays
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops=OPS, cuts=st.lists(st.integers(0, 4000), max_size=6))
+def test_batches_restored_from_offset_state_emit_what_one_pass_emits_each_once(ops, cuts):
+    lines = journal(ops)
+    head = lines[-1][0] + len(lines[-1][1]) + 1 if lines else 0
+    whole = CommittedFilter(J, "ndjson", OPTS).filter(messages(lines)) if lines else None
+    expected = [json.loads(v)["n"] for v in whole.values.to_pylist()] if whole is not None else []
+    # Batch ends fall on message boundaries here (a read limit inside a message is tested with Spark).
+    starts = [o for o, _ in lines] + [head]
+    bounds = sorted({0, head, *(min((o for o in starts if o >= c), default=head) for c in cuts)})
+    got, entries, _ = chained(lines, bounds)
+    flat = [n for batch in got for n in batch]
+    assert sorted(flat) == sorted(expected)
+    assert len(flat) == len(set(flat))
+    for e in entries[1:]:
+        assert json.loads(json.dumps(e)) == e  # plain JSON, as Spark logs it
+
+
+def test_a_transaction_longer_than_any_lookback_commits_whole_through_one_exact_replay():
+    # Producer 0 opens a transaction, producer 1 writes many messages over several batches, then
+    # producer 0 acknowledges: the ACK's batch replays from the transaction's first message only.
+    ops = [(1, "out"), (0, "c"), *[(1, "out")] * 12, (0, "c"), (1, "out"), (0, "ack")]
+    lines = journal(ops)
+    head = lines[-1][0] + len(lines[-1][1]) + 1
+    bounds = [0, lines[3][0], lines[8][0], lines[14][0], head]
+    got, entries, replays = chained(lines, bounds)
+    assert got[-1] == [15, 1, 14]  # producer 1's message 15, then the whole transaction at its ACK
+    assert [n for batch in got for n in batch].count(1) == 1
+    # Every offset after the transaction began records it open at its first message.
+    for e in entries[1:-1]:
+        (open_begin,) = [p["begin"] for p in e["producers"].values() if p["begin"] != -1]
+        assert open_begin == lines[1][0]
+    assert all(p["begin"] == -1 for p in entries[-1]["producers"].values())
+    # The one replay: from the transaction's begin to its first message the last batch still holds.
+    assert replays == [(lines[1][0], lines[14][0])]
+
+
+def test_an_offset_without_state_is_rebuilt_from_the_window_then_carries_state():
+    # An old checkpoint's offset (a bare int) in the middle of an open transaction.
+    ops = [(0, "c"), (1, "out"), (0, "c"), (1, "out"), (0, "ack"), (1, "out")]
+    lines = journal(ops)
+    head = lines[-1][0] + len(lines[-1][1]) + 1
+    got, entries, _ = chained(lines, [lines[2][0], lines[4][0], head], first=lines[2][0])
+    assert got == [[3], [0, 2, 5]]
+    assert isinstance(entries[1], dict) and state_of(entries[1])  # state from then on
+
+
+def test_malformed_state_names_the_journal():
+    import pytest
+
+    with pytest.raises(ValueError, match=f"journal '{J}'.*malformed read-committed state"):
+        state_of({"offset": 10, "producers": {"00": {"last_ack": 1, "begin": -1}}}, J)
+    assert state_of(10) is None and state_of({"offset": 10, "producers": {}}) == ()
+    assert offset_of(10) == offset_of({"offset": 10}) == 10

@@ -188,8 +188,8 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Apply Gazette's read-committed sequencer: drop uncommitted and "
         "rolled-back transactional messages and duplicates, and hide ACK messages. Each journal is then "
-        "read by one task, in order. Streams emit a transaction in the micro-batch holding its ACK (see "
-        "`readCommittedLookbackBytes`).",
+        "read by one task, in order. Streams emit a transaction in the micro-batch holding its ACK; their "
+        "offsets carry the sequencer's producer states (docs/streaming.md).",
         scopes=READS,
     ),
     # -- planning ----------------------------------------------------------------------------
@@ -371,10 +371,11 @@ OPTIONS: tuple[Option, ...] = (
         "readCommittedLookbackBytes",
         "bytes",
         64 << 20,
-        "With `readCommitted`: how far before a micro-batch's start each task re-reads (without "
-        "emitting) to rebuild the sequencer's state. A transaction that began further back loses its "
-        "messages before that point (a warning names the journal and producer); set it above the longest "
-        "transaction, in journal bytes.",
+        "With `readCommitted`: where a stream's offset carries no sequencer state (the query's starting "
+        "offsets, a journal that appears later, a checkpoint from before offsets carried state), how far "
+        "before it the first micro-batch re-reads (without emitting) to rebuild that state. A transaction "
+        "that began further back loses its messages before that point (a warning names the journal and "
+        "producer). Later offsets carry the state, so later batches do not depend on it.",
         scopes=frozenset({STREAM}),
         example="256m",
     ),

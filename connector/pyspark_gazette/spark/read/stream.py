@@ -31,10 +31,11 @@ Batch ends may fall inside a message when a read limit cuts a journal: the messa
 before the end belongs to that batch (read whole) and the next batch skips its tail, so every
 message is returned once.
 
-With ``readCommitted``, each journal's micro-batch is one partition that rebuilds the
-sequencer's state from up to ``readCommittedLookbackBytes`` before the batch's start and emits
-each committed message in the batch holding the message that committed it (its ACK for
-transaction members): see :mod:`pyspark_gazette.spark.read.committed`.
+With ``readCommitted``, each journal's offset also carries the sequencer's producer states
+(``{"offset": E, "producers": {...}}``, computed on the driver when ``E`` is fixed), each
+journal's micro-batch is one partition that restores them, and each committed message is
+emitted in the batch holding the message that committed it (its ACK for transaction members):
+see :mod:`pyspark_gazette.spark.read.committed`.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.errors import JournalNotFoundError
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.committed import offset_of
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -287,7 +289,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end[journal] = new[journal]
                 backlogs[journal] = head - new[journal]
             else:
-                backlogs[journal] = max(0, head - int(start[journal]))
+                backlogs[journal] = max(0, head - offset_of(start[journal]))
         waiting = sum(backlogs.values())
         if (
             self.opts.min_bytes_per_trigger
@@ -301,10 +303,30 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             allowed = {j: b for j, b in backlogs.items() if b > 0}
         for journal, nbytes in allowed.items():
-            end[journal] = end[journal] + nbytes
+            end[journal] = offset_of(end[journal]) + nbytes
+        if self.opts.read_committed:
+            end = self._with_state(client, {j: start[j] if j in start else new[j] for j in end}, end)
         if end != start:
             self._last_batch = time.monotonic()
         return end
+
+    def _with_state(self, client, origin: dict, end: dict) -> dict:
+        """``end`` with the sequencer's state at each journal's new offset (readCommitted): each
+        journal that moved is scanned from its ``origin`` entry, the batch's start (see
+        :func:`~pyspark_gazette.spark.read.committed.scan_state`)."""
+        from pyspark_gazette.spark.read.committed import scan_state
+        from pyspark_gazette.spark.read.plan import take_snapshot
+
+        infos = {i.name: i for i in self._journals(client)}
+        moved = [j for j in sorted(end) if j in infos and offset_of(end[j]) != offset_of(origin[j])]
+
+        def scan(journal: str):
+            snap = take_snapshot(client, infos[journal], self.opts)
+            return scan_state(snap, origin[journal], offset_of(end[journal]), self.opts)
+
+        out = dict(end)
+        out.update(sweep(scan, moved))
+        return out
 
     def reportLatestOffset(self) -> dict | None:
         return dict(self._latest) if self._latest is not None else None
@@ -320,13 +342,17 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         infos = {i.name: i for i in self._journals(client)}
         # (journal, start, end) of each journal to read, in name order.
         ranges: list[tuple[str, int, int]] = []
+        # The start entries (with readCommitted, their sequencer states) by journal.
+        starts: dict[str, object] = {}
         for journal in sorted(end):
-            e = int(end[journal])
-            s = int(start.get(journal, e if journal not in infos else -1))
+            e = offset_of(end[journal])
+            entry = start.get(journal, e if journal not in infos else -1)
+            s = offset_of(entry)
             if s == -1:
-                s = self._earliest(client, journal)
+                entry = s = self._earliest(client, journal)
             if s < e:
                 ranges.append((journal, s, e))
+                starts[journal] = entry
 
         def snapshot(journal: str):
             info = infos.get(journal)
@@ -347,7 +373,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if isinstance(snap, str):
                     self._lost(journal, s, e, snap)
                     continue
-                parts.append(committed_partition(snap, s, e, self.opts, len(parts)))
+                parts.append(committed_partition(snap, starts[journal], e, self.opts, len(parts)))
             return parts
         # Pieces weigh their offset span, never their content, so that packing depends on the
         # offsets alone: a missing journal keeps empty pieces in its place.
