@@ -23,7 +23,15 @@ runs the writer's JSON encoder and drops the bytes (transfer + encode). The rest
 gazette time is appending (gRPC to the broker, its spool, fsync and compression).
 
     .venv/bin/python bench/bench_write.py [--rows 2000000] [--partitions 2] [--rounds 1]
-        [--batch-records 10000,50000] [--jfr write.jfr]
+        [--batch-records 10000,50000] [--jfr write.jfr] [--sinks embedded,null,gazette]
+
+``--sinks`` adds, in the same run and interleaved with the floor, our write into other servers:
+``null`` is bench/null_append_server.py (a gRPC server in its own process that answers List and
+Append and stores nothing: what the RPCs alone cost), ``gazette`` a real Gazette v0.103.0 broker
+with etcd (tests/realgazette.py; needs ``make gazette``), its journal on a file store like the
+embedded broker's. ``embedded`` is the broker above. Each gets ``ours/floor``: where ours against
+the null server is near the floor and ours against a broker is not, the broker on the same cores
+is the bound.
 """
 
 from __future__ import annotations
@@ -95,7 +103,11 @@ def main() -> None:
         "--batch-records", default="10000", help="maxRecordsPerBatch[/maxBytesPerBatch] values, comma-separated"
     )
     ap.add_argument("--jfr", help="record one more gazette write with JFR into this file")
+    ap.add_argument(
+        "--sinks", default="embedded", help="comma-separated: embedded, null, gazette (timed in the same rounds)"
+    )
     args = ap.parse_args()
+    sinks = args.sinks.split(",")
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     here = os.path.dirname(os.path.abspath(__file__))
@@ -107,6 +119,21 @@ def main() -> None:
 
     tmp = tempfile.mkdtemp(prefix="bench-write-")
     broker, address = spawn_broker(os.path.join(tmp, "broker"), os.path.join(tmp, "store"))
+    others: dict[str, str] = {}  # sink -> broker address
+    null_proc = cluster = None
+    if "null" in sinks:
+        import null_append_server
+
+        null_proc, others["null"] = null_append_server.spawn()
+    if "gazette" in sinks:
+        sys.path.insert(0, os.path.join(os.path.dirname(here), "tests"))
+        from realgazette import GazetteCluster, require
+
+        require()
+        cluster = GazetteCluster(os.path.join(tmp, "gazette"), brokers=1)
+        cluster.start()
+        cluster.apply_specs([ndjson_spec("bench/clicks", 128 * MiB, store="file:///store/", refresh_seconds=60)])
+        others["gazette"] = cluster.address
     spark = local_spark(
         **{"spark.driver.memory": "6g", "spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"}
     )
@@ -138,6 +165,20 @@ def main() -> None:
             def floor() -> None:
                 df.write.format("discard").mode("append").save()
 
+            def into(addr: str):
+                def write() -> None:
+                    df.write.format("gazette").mode("append").option("broker.address", addr).option(
+                        "journal", "bench/clicks"
+                    ).save()
+
+                return write
+
+            extra = {f"gazette->{k}": into(a) for k, a in others.items()}
+            for a in others.values():  # warm-up
+                df.limit(10).write.format("gazette").mode("append").option("broker.address", a).option(
+                    "journal", "bench/clicks"
+                ).save()
+
             spark.range(3).write.format("discard").mode("append").save()
             sweep = args.batch_records.split(",")
             per_setting = {}
@@ -151,7 +192,9 @@ def main() -> None:
 
             for records in sweep:
                 configure(records)
-                best, all_times = best_of({"json": baseline, "gazette": gazette, "floor": floor}, args.rounds)
+                best, all_times = best_of(
+                    {"json": baseline, "gazette": gazette, "floor": floor, **extra}, args.rounds, alternate=True
+                )
                 per_setting[records] = (best, all_times)
             t_json, t_ours = per_setting[sweep[0]][0]["json"], per_setting[sweep[0]][0]["gazette"]
             json_bytes = sum(os.path.getsize(os.path.join(json_dir, f)) for f in os.listdir(json_dir))
@@ -192,11 +235,21 @@ def main() -> None:
                 f"floor {best['floor']:6.2f} s  ours/floor {r:.2f} (goal >= 0.8: {'met' if r >= 0.8 else 'MISSED'})  "
                 f"ours/json {best['json'] / best['gazette']:.2f}  floor/json {best['json'] / best['floor']:.2f}  [{rounds}]"
             )
+            for k in extra:
+                print(
+                    f"    {k:<16s} {best[k]:6.2f} s  ours/floor {best['floor'] / best[k]:.2f}  "
+                    f"vs the embedded broker {best['gazette'] / best[k]:.2f}x"
+                )
         print(f"load average {os.getloadavg()}")
     finally:
         spark.stop()
         broker.terminate()
         broker.wait(30)
+        if null_proc is not None:
+            null_proc.terminate()
+            null_proc.wait(30)
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
