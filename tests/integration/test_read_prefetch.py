@@ -13,7 +13,7 @@ from journalspecs import make_spec
 from pyspark_gazette.client import Change
 from pyspark_gazette.errors import JournalNotFoundError
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batch import GazetteBatchReader, read_partition
+from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, read_partition
 from pyspark_gazette.spark.read.pack import PackedPartition
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment
 from pyspark_gazette.spark.source import untyped_schema

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from pyspark_gazette.errors import OptionError, SpecError
-from pyspark_gazette.protocol.journals import base_journal, validate_journal_name
+from pyspark_gazette.errors import OptionError, SelectorError, SpecError
+from pyspark_gazette.protocol.journal_names import base_journal, validate_journal_name
+from pyspark_gazette.protocol.labels import parse_selector
 from pyspark_gazette.spark.options.connection import Connection, connection_from
 from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, parse
 from pyspark_gazette.spark.options.table import READ, STREAM, WRITE, option
+from pyspark_gazette.spark.options.templates import spec_template
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +65,6 @@ class ReadOptions:
                 else "is required: give journals (comma-separated names, or a load() path) or a selector",
             )
         if v.get("selector"):
-            from pyspark_gazette.errors import SelectorError
-            from pyspark_gazette.protocol.labels import parse_selector
-
             try:
                 parse_selector(v["selector"])
             except SelectorError as e:
@@ -170,8 +169,6 @@ class WriteOptions:
                 "transactional", f"needs ndjson framing (message UUIDs live in JSON documents), not {v['framing']}"
             )
         if v.get("createJournals"):
-            from pyspark_gazette.spark.journals import spec_template
-
             spec_template(v["createJournals"])  # validate now, at planning time
         return cls(
             connection=connection_from(v),

@@ -34,10 +34,11 @@ from collections.abc import Sequence
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
+from pyspark_gazette.client.list_apply import list_fragments_many
 from pyspark_gazette.errors import GazetteError, OptionError, StoreError, redact_url
 from pyspark_gazette.fragments import FragmentRef, require_package
-from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.resolve import TEXT_FRAMINGS, framing_of
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +112,10 @@ class Snapshot:
 
 def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: ReadOptions) -> list[Snapshot]:
     """:func:`take_snapshot` of each journal, in order, up to :data:`PLAN_WINDOW` listings in
-    flight (:func:`~pyspark_gazette.client.journals.list_fragments_many`).
+    flight (:func:`~pyspark_gazette.client.list_apply.list_fragments_many`).
 
     The first failure (in journal order) is raised and the listings not yet started are dropped.
     """
-    from pyspark_gazette.client.journals import list_fragments_many
-
     if len(infos) <= 1:
         return [take_snapshot(client, info, opts) for info in infos]
     ttl = SIGNED_URL_TTL if opts.signed_urls else None

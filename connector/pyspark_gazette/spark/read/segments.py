@@ -35,6 +35,8 @@ from pyspark_gazette.errors import (
     StoreError,
     TransportError,
 )
+from pyspark_gazette.fragments import FragmentReader, FragmentStore, open_fragment_url
+from pyspark_gazette.message import ArrowLineDecoder, framing_by_name
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment
 
@@ -96,8 +98,6 @@ def connections(opts: ReadOptions) -> Connections:
 
 
 def _store(url: str, opts: ReadOptions):
-    from pyspark_gazette.fragments import FragmentStore
-
     key = (url, opts.connection.file_root, opts.connection.storage)
     with _stores_lock:
         store = _stores.get(key)
@@ -112,8 +112,6 @@ def _store(url: str, opts: ReadOptions):
 
 
 def _direct_chunks(seg: Segment, read_from: int, opts: ReadOptions) -> Iterator[bytes]:
-    from pyspark_gazette.fragments import FragmentReader, open_fragment_url
-
     ref = seg.fragment
     assert ref is not None
     if seg.signed_url:
@@ -244,8 +242,6 @@ def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def _lines(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_time: int) -> Iterator[Messages]:
-    from pyspark_gazette.message import ArrowLineDecoder
-
     dec = ArrowLineDecoder(pos, framing=framing)
     for chunk in chunks:
         batch = dec.feed(chunk)
@@ -265,8 +261,6 @@ def _lines(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_ti
 
 
 def _framed(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_time: int) -> Iterator[Messages]:
-    from pyspark_gazette.message import framing_by_name
-
     dec = framing_by_name(framing).decoder(pos)
     for chunk in chunks:
         decoded = dec.feed(chunk)

@@ -32,8 +32,9 @@ from pyspark_gazette.errors import (
     TransportError,
 )
 from pyspark_gazette.message import TICK, Flags, build_uuid, clock_now, new_producer_id, set_uuid_at
-from pyspark_gazette.spark.journals import framing_of, spec_from_template, spec_template
 from pyspark_gazette.spark.options import WriteOptions
+from pyspark_gazette.spark.options.templates import spec_from_template, spec_template
+from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.write.encode import Framed, frame_values, json_lines, uuid_strings
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batches import OutputBuilder, is_untyped
+from pyspark_gazette.spark.read.arrow_output import OutputBuilder, is_untyped
 from pyspark_gazette.spark.read.segments import Messages
 
 OPTS = ReadOptions.parse({"broker.address": "http://127.0.0.1:1", "journals": "bench/events"})

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from pyspark_gazette.message import Flags, TransactionalPublisher, build_uuid, set_uuid_at
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batches import CommittedFilter
-from pyspark_gazette.spark.read.committed import CommittedStreamPartition, WindowFilter
+from pyspark_gazette.spark.read.committed import CommittedFilter, CommittedStreamPartition, WindowFilter
 from pyspark_gazette.spark.read.plan import Segment
 from pyspark_gazette.spark.read.segments import Messages
 

@@ -1,4 +1,4 @@
-"""How maxBytesPerTrigger is shared across journals (spark/stream.share_bytes)."""
+"""How maxBytesPerTrigger is shared across journals (spark/read/stream.py: share_bytes)."""
 
 from __future__ import annotations
 
