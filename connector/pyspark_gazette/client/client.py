@@ -113,10 +113,6 @@ class JournalClient:
         return self._service
 
 
-#: Content types whose framing is one message per line (docs/protocol.md, framings).
-_LINE_FRAMINGS = ("ndjson", "lines", "csv")
-
-
 def _last_byte(content: bytes | bytearray | memoryview | IO[bytes]) -> bytes:
     if isinstance(content, (bytes, bytearray, memoryview)):
         return bytes(content[-1:])
@@ -144,7 +140,7 @@ def check_message_ends(client: JournalClient, journal: str, last_byte: bytes) ->
         framing = framing_for_content_type(types[0]) if types else None
     except FramingError:
         framing = None
-    if framing is not None and framing.name in _LINE_FRAMINGS:
+    if framing is not None and framing.line_based:
         raise InvalidInputError(
             f"the content for journal {journal!r} ({types[0]}, one message per line) does not end with a "
             "newline, so its last message is incomplete and the next append would join onto it; nothing was "

@@ -7,14 +7,11 @@ from typing import Any
 
 from pyspark_gazette.client import JournalClient, JournalInfo
 from pyspark_gazette.errors import FramingError, GazetteError, JournalNotFoundError, OptionError
-from pyspark_gazette.message import framing_for_content_type
+from pyspark_gazette.message import Framing, framing_by_name, framing_for_content_type, framings
 from pyspark_gazette.protocol.labels import CONTENT_TYPE
 from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, closest
 
 log = logging.getLogger(__name__)
-
-#: Framings whose messages are text (``value`` is a string column).
-TEXT_FRAMINGS = frozenset({"ndjson", "csv", "lines"})
 
 
 def resolve_journals(
@@ -55,21 +52,25 @@ def resolve_journals(
     return infos
 
 
-def framing_of(info: JournalInfo, option: str) -> str:
-    """The framing name of a journal: the ``framing`` option, or its ``content-type`` label."""
+def framing_of(info: JournalInfo, option: str) -> Framing:
+    """The framing of a journal: the ``framing`` option's, or its ``content-type`` label's."""
     if option != "auto":
-        return option
+        return framing_by_name(option)
     content_type = info.label(CONTENT_TYPE)
     if not content_type:
         raise OptionError(
             "framing",
-            f"journal {info.name!r} has no content-type label; set the framing option "
-            "(ndjson, protobuf-fixed, csv or lines)",
+            f"journal {info.name!r} has no content-type label; set the framing option ({_names()})",
         )
     try:
-        return framing_for_content_type(content_type).name
+        return framing_for_content_type(content_type)
     except FramingError:
         raise OptionError(
             "framing",
             f"journal {info.name!r} has content-type {content_type!r}, which has no framing; set the framing option",
         ) from None
+
+
+def _names() -> str:
+    names = [f.name for f in framings()]
+    return ", ".join(names[:-1]) + " or " + names[-1]

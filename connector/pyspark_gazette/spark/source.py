@@ -24,10 +24,11 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError
+from pyspark_gazette.message import framing_by_name
 from pyspark_gazette.spark.options import OPTIONS, STREAM, ReadOptions, WriteOptions
 from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, GazettePushdownBatchReader
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
-from pyspark_gazette.spark.resolve import TEXT_FRAMINGS, framing_of, resolve_journals
+from pyspark_gazette.spark.resolve import framing_of, resolve_journals
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
@@ -69,13 +70,13 @@ class GazetteDataSource(DataSource):
     def schema(self) -> StructType:
         opts = self._read_options()
         if opts.framing != "auto":
-            text = opts.framing in TEXT_FRAMINGS
+            text = framing_by_name(opts.framing).text
         else:
             with JournalClient(opts.connection.client_config()) as client:
                 infos = resolve_journals(client, opts.journals, opts.selector)
             framings = {framing_of(i, opts.framing) for i in infos}
             # No journal matches yet (a selector for journals to come): text values.
-            text = not framings or framings <= TEXT_FRAMINGS
+            text = all(f.text for f in framings)
         return untyped_schema(text, opts.include_metadata)
 
     def reader(self, schema: StructType) -> DataSourceReader:

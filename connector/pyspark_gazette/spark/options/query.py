@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from pyspark_gazette.errors import OptionError, SelectorError, SpecError
+from pyspark_gazette.message import document_framings, framing_by_name
 from pyspark_gazette.protocol.journal_names import base_journal, validate_journal_name
 from pyspark_gazette.protocol.labels import parse_selector
 from pyspark_gazette.spark.options.connection import Connection, connection_from
@@ -164,9 +165,10 @@ class WriteOptions:
         v = parse(options, WRITE, env)
         if not v["uuidPointer"].startswith("/"):
             raise OptionError("uuidPointer", f"a JSON pointer starts with '/', got {v['uuidPointer']!r}")
-        if v["transactional"] and v["framing"] not in ("auto", "ndjson"):
+        if v["transactional"] and v["framing"] != "auto" and not framing_by_name(v["framing"]).json_documents:
             raise OptionError(
-                "transactional", f"needs ndjson framing (message UUIDs live in JSON documents), not {v['framing']}"
+                "transactional",
+                f"needs {document_framings()} framing (message UUIDs live in JSON documents), not {v['framing']}",
             )
         if v.get("createJournals"):
             spec_template(v["createJournals"])  # validate now, at planning time

@@ -13,23 +13,19 @@ Read-committed filtering (Gazette's sequencer over a partition's messages) is
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructType, TimestampType
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError, UUIDError
-from pyspark_gazette.message import build_uuid, extract_uuid_json, extract_uuid_proto, parse_uuid
+from pyspark_gazette.message import Framing, build_uuid, document_framings, parse_uuid
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.segments import Messages
 from pyspark_gazette.spark.read.typed import TypedDecoder
 
 UNTYPED = ("journal", "offset", "value")
 METADATA = ("uuid", "producer", "clock", "flags", "mod_time")
-#: Bytes a framing adds around each payload (for message end offsets).
-_OVERHEAD = {"ndjson": 1, "lines": 1, "csv": 1, "protobuf-fixed": 8}
 
 
 #: Spark types each untyped column may have in a user schema for the read to stay raw.
@@ -56,7 +52,7 @@ def is_untyped(schema: StructType) -> bool:
 class OutputBuilder:
     """Builds the record batches of one partition."""
 
-    def __init__(self, schema: StructType, opts: ReadOptions, framing: str):
+    def __init__(self, schema: StructType, opts: ReadOptions, framing: Framing):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.schema = schema
@@ -70,9 +66,10 @@ class OutputBuilder:
             self.text = pa.types.is_string(value) or pa.types.is_large_string(value)
             self.typed_decoder = None
         else:
-            if framing != "ndjson":
-                raise OptionError("schema", f"a user schema needs ndjson framing; this journal's framing is {framing}")
-
+            if not framing.json_documents:
+                raise OptionError(
+                    "schema", f"a user schema needs {document_framings()} framing; this journal's framing is {framing}"
+                )
             reserved = {f"_{k}": k for k in ("journal", "offset", *METADATA) if f"_{k}" in schema.names}
             self.metadata = [k for k in reserved.values() if k in METADATA]
             self.reserved = reserved
@@ -121,20 +118,14 @@ class OutputBuilder:
 
 
 def uuid_parts(
-    values: pa.Array, framing: str, pointer: str, uuid_field: int = 0
+    values: pa.Array, framing: Framing, pointer: str, uuid_field: int = 0
 ) -> list[tuple[bytes, int, int] | None]:
     """(producer, clock, flags) of each message's Gazette UUID, or None where it has none."""
     out: list[tuple[bytes, int, int] | None] = []
     for raw in values.to_pylist():
         u: Any = None
         try:
-            if framing == "ndjson":
-                u = extract_uuid_json(raw, pointer)
-            elif framing == "csv":
-                row = next(csv.reader(io.StringIO(raw.decode("utf-8", "replace"))), [])
-                u = row[0] if row else None
-            elif framing == "protobuf-fixed" and uuid_field:
-                u = extract_uuid_proto(raw, uuid_field)
+            u = framing.uuid_of(raw, pointer, uuid_field)
             out.append(parse_uuid(u) if u else None)
         except (UUIDError, ValueError):
             out.append(None)
@@ -142,7 +133,7 @@ def uuid_parts(
 
 
 def metadata_columns(
-    msgs: Messages, names: list[str], framing: str, pointer: str, uuid_field: int = 0
+    msgs: Messages, names: list[str], framing: Framing, pointer: str, uuid_field: int = 0
 ) -> dict[str, pa.Array]:
     out: dict[str, pa.Array] = {}
     n = len(msgs.offsets)

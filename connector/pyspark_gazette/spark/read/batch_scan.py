@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_gazette.client import JournalClient
+from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.arrow_output import is_untyped
 from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
@@ -86,7 +87,7 @@ class GazetteBatchReader(DataSourceReader):
             sum(p.length for p in packed),
         )
         # Spark needs at least one partition; an empty one reads nothing.
-        return packed or [GazettePartition(0, "", "lines", ())]
+        return packed or [GazettePartition(0, "", LINES, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(partition, self.opts, self.schema)

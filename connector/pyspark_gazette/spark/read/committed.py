@@ -33,9 +33,9 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
-from pyspark_gazette.message import Envelope, Flags, Outcome, Sequencer
+from pyspark_gazette.message import Envelope, Flags, Framing, Outcome, Sequencer
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.arrow_output import _OVERHEAD, OutputBuilder, uuid_parts
+from pyspark_gazette.spark.read.arrow_output import OutputBuilder, uuid_parts
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment, Snapshot, segments
 from pyspark_gazette.spark.read.segments import Messages, partition_messages, segment_messages
 
@@ -68,7 +68,7 @@ class CommittedStreamPartition(GazettePartition):
         self,
         index: int,
         journal: str,
-        framing: str,
+        framing: Framing,
         segments: tuple,
         emit_from: int,
         lookback_cut: bool,
@@ -117,17 +117,18 @@ class _Quiet(logging.Filter):
 class CommittedFilter:
     """Read-committed: feeds a partition's messages through Gazette's sequencer."""
 
-    def __init__(self, journal: str, framing: str, opts: ReadOptions):
+    def __init__(self, journal: str, framing: Framing, opts: ReadOptions):
         self.journal, self.framing, self.opts = journal, framing, opts
         self.sequencer = Sequencer()
 
     def _envelopes(self, msgs: Messages) -> list:
-        overhead = _OVERHEAD.get(self.framing, 1)
         parts = uuid_parts(msgs.values, self.framing, self.opts.uuid_pointer, self.opts.uuid_field)
         out = []
         for offset, raw, p in zip(msgs.offsets.to_pylist(), msgs.values.to_pylist(), parts, strict=True):
             producer, clock, flags = p if p else (b"\0" * 6, 0, 0)
-            out.append(Envelope(self.journal, offset, offset + len(raw) + overhead, producer, clock, flags, raw))
+            out.append(
+                Envelope(self.journal, offset, offset + self.framing.framed_size(len(raw)), producer, clock, flags, raw)
+            )
         return out
 
     def _replay(self, journal: str, begin: int, end: int) -> Iterator:

@@ -194,7 +194,7 @@ def _prefetchable(member: GazettePartition) -> bool:
     return (
         len(member.segments) == 1
         and member.segments[0].fragment is None
-        and member.framing in ("ndjson", "lines")
+        and member.framing.newline_split
         and 0 < member.length <= PREFETCH_BYTES
     )
 

@@ -60,6 +60,7 @@ from pyspark_gazette.client.conn import backoff
 from pyspark_gazette.client.heads import HeadWatcher, concurrently, sweep_heads, write_head
 from pyspark_gazette.client.list_apply import iter_fragments
 from pyspark_gazette.errors import BrokerTimeoutError, JournalNotFoundError, TransportError
+from pyspark_gazette.message import LINES, Framing, framing_by_name
 from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
 from pyspark_gazette.spark.read.batch_scan import read_partition
 from pyspark_gazette.spark.read.committed import CommittedStreamPartition, committed_partition, read_committed_batches
@@ -72,7 +73,7 @@ from pyspark_gazette.spark.read.plan import (
     start_offset,
     take_snapshot,
 )
-from pyspark_gazette.spark.resolve import TEXT_FRAMINGS, resolve_journals
+from pyspark_gazette.spark.resolve import resolve_journals
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -105,9 +106,9 @@ def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
     return alloc
 
 
-def aligned_spans(framing: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
-    """``[start, end)`` cut at absolute multiples of ``size`` (text framings; others stay whole)."""
-    if framing not in TEXT_FRAMINGS:
+def aligned_spans(framing: Framing, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """``[start, end)`` cut at absolute multiples of ``size`` (line-based framings; others stay whole)."""
+    if not framing.line_based:
         return [(start, end)] if start < end else []  # only text framings resume inside a message
     out = []
     chunk = (start // size) * size
@@ -118,7 +119,7 @@ def aligned_spans(framing: str, start: int, end: int, size: int) -> list[tuple[i
 
 
 def aligned_partitions(
-    journal: str, framing: str, start: int, end: int, segs: list, size: int, first_index: int
+    journal: str, framing: Framing, start: int, end: int, segs: list, size: int, first_index: int
 ) -> list:
     """Partitions of ``[start, end)`` cut at absolute multiples of ``size``, one per chunk.
 
@@ -347,7 +348,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             snap = snaps[journal]
             if isinstance(snap, str):
                 self._lost(journal, s, e, snap)
-                framing = self.opts.framing if self.opts.framing != "auto" else "lines"
+                framing = framing_by_name(self.opts.framing) if self.opts.framing != "auto" else LINES
                 spans = aligned_spans(framing, s, e, size)
                 pieces.extend(GazettePartition(0, journal, framing, ()) for _ in spans)
             else:
