@@ -16,10 +16,10 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_gazette.message import Flags, TransactionalPublisher, build_uuid, set_uuid_at
+from pyspark_gazette.message import NDJSON, Flags, TransactionalPublisher, build_uuid, set_uuid_at
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batches import CommittedFilter
 from pyspark_gazette.spark.read.committed import (
+    CommittedFilter,
     CommittedStreamPartition,
     WindowFilter,
     entry,
@@ -70,7 +70,7 @@ def messages(lines) -> Messages:
 
 def window(lines, start: int, end: int, *, cut: bool = False, begin: int = 0, opts=OPTS) -> WindowFilter:
     seg = Segment(J, begin, end)
-    return WindowFilter(CommittedStreamPartition(0, J, "ndjson", (seg,), start, cut), opts)
+    return WindowFilter(CommittedStreamPartition(0, J, NDJSON, (seg,), start, cut), opts)
 
 
 def emitted(f, lines) -> list[int]:
@@ -83,7 +83,7 @@ def emitted(f, lines) -> list[int]:
 def test_batches_cut_anywhere_emit_what_one_pass_emits_each_once(ops, cuts):
     lines = journal(ops)
     head = lines[-1][0] + len(lines[-1][1]) + 1 if lines else 0
-    whole = CommittedFilter(J, "ndjson", OPTS).filter(messages(lines)) if lines else None
+    whole = CommittedFilter(J, NDJSON, OPTS).filter(messages(lines)) if lines else None
     expected = [json.loads(v)["n"] for v in whole.values.to_pylist()] if whole is not None else []
     bounds = sorted({0, head, *(min(c, head) for c in cuts)})
     got: list[int] = []
@@ -159,7 +159,7 @@ def chained(lines, bounds, first=None):
         state = state_of(entries[-1])
         begin = offset_of(entries[-1]) if state is not None else 0  # no state: a window from the start
         batch = [m for m in lines if begin <= m[0] < end]
-        part = CommittedStreamPartition(0, J, "ndjson", (Segment(J, begin, end),), start, False, state)
+        part = CommittedStreamPartition(0, J, NDJSON, (Segment(J, begin, end),), start, False, state)
         f = Restored(lines, part)
         got.append(emitted(f, batch))
         replays += f.replayed
@@ -174,7 +174,7 @@ def chained(lines, bounds, first=None):
 def test_batches_restored_from_offset_state_emit_what_one_pass_emits_each_once(ops, cuts):
     lines = journal(ops)
     head = lines[-1][0] + len(lines[-1][1]) + 1 if lines else 0
-    whole = CommittedFilter(J, "ndjson", OPTS).filter(messages(lines)) if lines else None
+    whole = CommittedFilter(J, NDJSON, OPTS).filter(messages(lines)) if lines else None
     expected = [json.loads(v)["n"] for v in whole.values.to_pylist()] if whole is not None else []
     # Batch ends fall on message boundaries here (a read limit inside a message is tested with Spark).
     starts = [o for o, _ in lines] + [head]
