@@ -75,7 +75,9 @@ def _client(args: argparse.Namespace):
 
 
 def _add_broker_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker.address", dest="broker_address", help="broker URL (env BROKER_ADDRESS)")
+    p.add_argument(
+        "--broker.address", dest="broker_address", help="broker URL, or several comma-separated (env BROKER_ADDRESS)"
+    )
     p.add_argument("--broker.auth-token", "--auth-token", dest="auth_token", help="bearer JWT (env BROKER_AUTH_TOKEN)")
     p.add_argument(
         "--broker.auth-keys",

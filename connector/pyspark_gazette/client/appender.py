@@ -83,6 +83,8 @@ class Appender:
         self.written = 0
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=64)
         self._call: Any = None
+        #: The broker the last Append RPC went to.
+        self.endpoint = ""
         self._done = threading.Event()
         self._closed = False
 
@@ -106,7 +108,8 @@ class Appender:
             yield item
 
     def _start(self) -> None:
-        stub = self._conns.stub(self._conns.append_endpoint(self.journal))
+        self.endpoint = self._conns.append_endpoint(self.journal)
+        stub = self._conns.stub(self.endpoint)
         self._call = stub.Append.future(self._messages(), **self._conns.call_kwargs())
 
     def _put(self, item: Any) -> None:
@@ -219,7 +222,9 @@ def append(
                 raise
             if max_attempts is not None and attempt + 1 >= max_attempts:
                 raise
-            conns.forget_route(journal)
+            conns.endpoint_failed(
+                journal, app.endpoint if isinstance(e, TransportError) and e.code == "UNAVAILABLE" else None
+            )
             log.warning("append to %s failed (attempt %d), retrying: %s", journal, attempt, e)
             time.sleep(backoff(attempt))
             attempt += 1

@@ -56,9 +56,8 @@ def write_head(conns: Connections, journal: str) -> int:
     endpoint = conns.read_endpoint(journal)
     try:
         responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs()))
-    except grpc.RpcError:
-        if endpoint != conns.config.address:
-            conns.forget_route(journal)
+    except grpc.RpcError as e:
+        conns.endpoint_failed(journal, endpoint if e.code() == grpc.StatusCode.UNAVAILABLE else None)
         responses = []
     if len(responses) == 1:
         resp = responses[0]
@@ -97,16 +96,22 @@ def concurrently(fn: Callable[[str], _T], names: Sequence[str], threads: int) ->
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WINDOW) -> dict[str, int]:
+def sweep_heads(
+    conns: Connections, names: Sequence[str], window: int = SWEEP_WINDOW, *, primary: bool = False
+) -> dict[str, int]:
     """:func:`write_head` of every journal of ``names``, up to ``window`` Reads in flight.
+
+    ``primary``: send each Read to the journal's primary when its route is known (the write head
+    no acknowledged append lies beyond: :mod:`pyspark_gazette.client.settle`), not to a member.
 
     The Reads are started without a thread each (gRPC runs a call as soon as it is made) and
     their answers taken in order; a journal whose answer is not a plain write head is asked
     again with :func:`write_head`'s retrying fallback, so the first error (in name order) is
     raised.
     """
-    if window <= 1:
+    if window <= 1 and not primary:
         return {n: write_head(conns, n) for n in names}
+    window = max(window, 1)
     kwargs = conns.call_kwargs()
     calls: collections.deque = collections.deque()
     out: dict[str, int] = {}
@@ -115,9 +120,8 @@ def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WI
         journal, endpoint, call = calls.popleft()
         try:
             responses = list(call) if call is not None else []
-        except grpc.RpcError:
-            if endpoint != conns.config.address:
-                conns.forget_route(journal)
+        except grpc.RpcError as e:
+            conns.endpoint_failed(journal, endpoint if e.code() == grpc.StatusCode.UNAVAILABLE else None)
             responses = []
         if len(responses) == 1 and responses[0].status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
             resp = responses[0]
@@ -129,7 +133,7 @@ def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WI
 
     try:
         for journal in names:
-            endpoint = conns.read_endpoint(journal)
+            endpoint = conns.append_endpoint(journal) if primary else conns.read_endpoint(journal)
             request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
             try:
                 call = conns.stub(endpoint).Read(request, **kwargs)

@@ -58,10 +58,11 @@ def connection_from(values: dict[str, Any]) -> Connection:
     address = values.get("broker.address")
     if not address:
         raise OptionError("broker.address", "is required (or set BROKER_ADDRESS), e.g. http://127.0.0.1:8080")
-    from pyspark_gazette.client.conn import parse_address
+    from pyspark_gazette.client.conn import parse_address, split_addresses
 
     try:
-        parse_address(address)
+        for one in split_addresses(address):
+            parse_address(one)
     except ValueError as e:
         raise OptionError("broker.address", str(e)) from None
     # Storage options are scoped per scheme ("s3.key" reaches s3:// stores only).

@@ -39,7 +39,9 @@ OPTIONS: tuple[Option, ...] = (
         "broker.address",
         "string",
         None,
-        "Broker URL of the Gazette cluster (`http://`, `https://`, `unix://`). Required unless set in the environment.",
+        "Broker URL of the Gazette cluster (`http://`, `https://`, `unix://`), or several brokers of it, "
+        "comma-separated: when one is unreachable the next is asked (like Kafka's `bootstrap.servers`). "
+        "Required unless set in the environment.",
         example="http://127.0.0.1:8080",
         env=("BROKER_ADDRESS",),
     ),

@@ -333,10 +333,12 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if info is None:
                 return "the journal no longer exists"
             try:
-                return take_snapshot(client, info, self.opts)
+                # The planned end was reached: holes below it are waited out, not skipped.
+                return take_snapshot(client, info, self.opts, need=need[journal], ask_primary=False)
             except JournalNotFoundError:
                 return "the journal was deleted"
 
+        need = {j: e for j, _, e in ranges}
         snaps = sweep(snapshot, [j for j, _, _ in ranges])
         if self.opts.read_committed:
             from pyspark_gazette.spark.read.committed import committed_partition
