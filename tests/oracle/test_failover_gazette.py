@@ -452,27 +452,36 @@ def route_of(cluster, journal: str):
 
 @pytest.mark.timeout(400)
 def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(spark, cluster):
-    """The stale read of issue 28. 200 records are persisted, 40 more acknowledged and held in
-    the spools of the journal's 3 replicas. Its primary is SIGKILLed (and started again): the
-    spare broker joins the route with its spool at the write head and an index of the persisted
-    fragments only (its store listing is refreshed hourly here), so its own ListFragments ends
-    40 records short with no error, which is what a read planned from its listing returned.
-    Planning from that broker's listing now ends at the primary's write head and finds the
-    missing range in the other members' listings; the Spark read through that broker returns
-    every acknowledged record, and never fewer than the read before the kill."""
+    """The stale read of issue 28. 240 records are acknowledged and held in the spools of the
+    journal's 3 replicas (1 MiB fragments: nothing rolls). Its primary is SIGKILLed (and started
+    again): the spare broker joins the route with its spool at the write head and an index of
+    the persisted fragments only (its store listing is refreshed hourly here), so its own
+    ListFragments lists nothing below the write head, with no error: what a read planned from
+    its listing returned. Planning from that broker's listing now ends at the primary's write
+    head and finds the content in the other members' listings; the Spark read through that
+    broker returns every acknowledged record, and never fewer than the read before the kill."""
     from pyspark_gazette.client import JournalClient
     from pyspark_gazette.client.journals import list_fragments
-    from pyspark_gazette.client.settle import holes, settle
 
-    journal = "failover/rejoined"
-    cluster.apply_specs([replicated(journal, length=1 << 20, refresh_seconds=3600)])
+    # Reads prefer route members of their zone (broker.zone). Brokers alternate between two
+    # zones, so once the primary is gone its zone holds one member: the spare that took its
+    # place, when the spare is the primary's zone-mate. Pick a journal where it is.
+    names = [f"failover/rejoined-{i}" for i in range(12)]
+    cluster.apply_specs([replicated(j, length=1 << 20, refresh_seconds=3600) for j in names])
+    cluster.wait_primaries(names)
+    chosen = None
+    for j in names:
+        members = {m.suffix for m in route_of(cluster, j).members}
+        (spare,) = [b for b in cluster.brokers if b.id not in members]
+        dead = primary_of(cluster, j)
+        if spare.zone == dead.zone:
+            chosen = j
+            break
+    assert chosen is not None, "no journal whose spare broker is its primary's zone-mate"
+    journal = chosen
     with cluster.client() as c:
-        for b in range(5):
-            c.append(journal, ndjson(events(40, b * 40)))
-    persist_everything(cluster, [journal])
-    with cluster.client() as c:
-        persisted = len(c.read_all(journal))
-        c.append(journal, ndjson(events(40, 200)))  # acknowledged by all 3 replicas, in their spools
+        for b in range(6):
+            c.append(journal, ndjson(events(40, b * 40)))  # acknowledged by all 3 replicas
         head = len(c.read_all(journal))
 
     def read_through(broker):
@@ -480,9 +489,6 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
         r = r.option("store.fileRoot", cluster.file_root).option("journals", journal).option("directReads", "false")
         return ids(r.load().collect())
 
-    members = {m.suffix for m in route_of(cluster, journal).members}
-    (spare,) = [b for b in cluster.brokers if b.id not in members]
-    dead = primary_of(cluster, journal)
     before = read_through(spare)
     assert before == list(range(240))
     dead.kill()
@@ -496,16 +502,20 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
             assert time.monotonic() < deadline, route
             time.sleep(0.1)
         dead.start()  # re-added to the cluster
-        # The stale state: the re-joined replica's own listing ends where the persisted content does.
+        route = route_of(cluster, journal)
+        assert [m.suffix for m in route.members if m.zone == spare.zone] == [spare.id]  # reads go to it
+        # The stale state: the joined replica's own listing ends short of the acknowledged head.
         with JournalClient(spare.address) as c:
             own = list_fragments(c.conns, journal, do_not_proxy=True)
-        assert max(f.spec.end for f in own) == persisted < head, [(f.spec.begin, f.spec.end) for f in own]
-        # Planning from that listing, bootstrapped at the re-joined replica: the primary's head.
+        assert max((f.spec.end for f in own), default=0) < head, [(f.spec.begin, f.spec.end) for f in own]
+        after = read_through(spare)
+        assert after == list(range(240))  # every acknowledged record: nothing below the earlier read
+        # Planning from that listing, bootstrapped at the joined replica: the primary's head.
+        from pyspark_gazette.client.settle import holes, settle
+
         with JournalClient(spare.address) as c:
             done = settle(c.conns, journal, own)
         assert done.head == head and not done.holes and holes(done.fragments, head) == []
-        after = read_through(spare)
-        assert after == list(range(240))  # every acknowledged record: nothing below the earlier read
     finally:
         if not dead.alive():
             dead.start()

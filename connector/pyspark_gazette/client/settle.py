@@ -105,11 +105,25 @@ def is_gone(hole: tuple[int, int], frags: Sequence[ListedFragment], now: float |
 
 
 def primary_head(conns: Connections, journal: str) -> int | None:
-    """The write head reported by ``journal``'s primary (a metadata-only Read at ``-1`` sent to
-    the primary's endpoint when the route is known, else to the bootstrap address, which
-    resolves it), or ``None`` when no plain answer came (the caller keeps its listing's end)."""
-    request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+    """The write head reported by ``journal``'s primary, or ``None`` when no plain answer came
+    (the caller keeps its listing's end). A metadata-only Read at ``-1`` goes to the primary's
+    endpoint when the route is known; else to the bootstrap address, whose answer names the
+    route, and when that broker is not the primary the primary is asked next."""
     endpoint = conns.append_endpoint(journal)
+    best = None
+    for _ in range(2):
+        head = _metadata_head(conns, journal, endpoint)
+        if head is not None:
+            best = max(best or 0, head)
+        primary = primary_endpoint(conns, journal)
+        if not primary or primary == endpoint:
+            break
+        endpoint = primary
+    return best
+
+
+def _metadata_head(conns: Connections, journal: str, endpoint: str) -> int | None:
+    request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
     try:
         responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs(conns.config.timeout or 30.0)))
     except grpc.RpcError as e:
@@ -149,6 +163,10 @@ def settle(
     head = max([need, *(f.spec.end for f in frags)])
     if ask_primary:
         head = max(head, primary_head(conns, journal) or 0)
+    if not frags and head > 0:
+        # Nothing listed below a head: a fully pruned journal, or a member that joined before
+        # anything was persisted. The members' own listings tell (no wait when none has any).
+        frags = ordered(_members_listings(conns, journal, signature_ttl))
     open_holes = [h for h in holes(frags, head) if not is_gone(h, frags)]
     if not open_holes:
         return Settled(frags, head, primary_endpoint(conns, journal))
