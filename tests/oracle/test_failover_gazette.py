@@ -461,7 +461,7 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
     head and finds the content in the other members' listings; the Spark read through that
     broker returns every acknowledged record, and never fewer than the read before the kill."""
     from pyspark_gazette.client import JournalClient
-    from pyspark_gazette.client.journals import list_fragments
+    from pyspark_gazette.client.list_apply import list_fragments
 
     # Reads prefer route members of their zone (broker.zone). Brokers alternate between two
     # zones, so once the primary is gone its zone holds one member: the spare that took its

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from pyspark_gazette.client.journals import ListedFragment
+from pyspark_gazette.client.list_apply import ListedFragment
 from pyspark_gazette.client.settle import HOLE_JUMP_AGE, holes, is_gone, ordered
 from pyspark_gazette.protocol import pb
 

@@ -28,7 +28,7 @@ So a read plans from a :class:`Settled` listing:
   has passed. Holes that outlast it are returned for the caller to report as data loss.
 
 Retried: the listings above (each with the retries of
-:func:`~pyspark_gazette.client.journals.list_fragments`). Surfaced: the listing's errors, and
+:func:`~pyspark_gazette.client.list_apply.list_fragments`). Surfaced: the listing's errors, and
 the holes still open at the deadline.
 """
 
@@ -41,8 +41,9 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from pyspark_gazette import testing
 from pyspark_gazette.client.conn import Connections, backoff
-from pyspark_gazette.client.journals import ListedFragment, list_fragments
+from pyspark_gazette.client.list_apply import ListedFragment, list_fragments
 from pyspark_gazette.protocol import pb
 
 log = logging.getLogger(__name__)
@@ -181,8 +182,6 @@ def settle(
         if not open_holes:
             return Settled(frags, head, primary_endpoint(conns, journal))
         if attempt < 0:
-            from pyspark_gazette import testing
-
             testing.settle_waiting(journal, open_holes)
         if time.monotonic() + backoff(attempt + 1) > deadline:
             log.warning(
