@@ -125,14 +125,19 @@ def test_stream_waits_out_a_transient_hole(spark, broker, client, create_journal
             .trigger(availableNow=True)
             .start()
         )
-        waiter = threading.Thread(target=q.awaitTermination, daemon=True)
-        waiter.start()
-        text = _wait_marker(marker, waiter)
-        assert f"({mid.begin}, {mid.end})" in text
-        os.rename(path + ".aside", path)
-        broker.refresh(journal)
-        q.awaitTermination(120)
-        assert q.exception() is None
+        seen: dict = {}
+
+        def fill_hole() -> None:  # once planning waits on the hole, put the fragment back
+            seen["text"] = _wait_marker(marker, threading.current_thread(), timeout=300)
+            os.rename(path + ".aside", path)
+            broker.refresh(journal)
+
+        filler = threading.Thread(target=fill_hole, daemon=True)
+        filler.start()
+        q.awaitTermination(400)
+        filler.join(10)
+        assert q.exception() is None, q.exception()
+        assert f"({mid.begin}, {mid.end})" in seen["text"]  # the planner waited on exactly that hole
     finally:
         testing.disarm_settle_wait(journal)
     got = sorted(r.offset for r in spark.sql(f"SELECT offset FROM {name}").collect())
