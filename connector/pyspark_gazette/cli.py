@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyspark_gazette.broker.main import broker_main
-from pyspark_gazette.broker.specs import spec_problems
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
 from pyspark_gazette.client.specs import dump_specs, load_spec_file, spec_to_dict
 from pyspark_gazette.errors import (
@@ -45,6 +44,7 @@ from pyspark_gazette.fragments import FragmentRef
 from pyspark_gazette.protocol import codec_name
 from pyspark_gazette.protocol.auth import mint_token
 from pyspark_gazette.protocol.durations import parse_duration
+from pyspark_gazette.protocol.specs import spec_problems
 from pyspark_gazette.quickstart import packaged_specs, run_quickstart
 
 DEFAULT_ADDRESS = "http://localhost:8080"
