@@ -64,6 +64,10 @@ class GazetteDataSource(DataSource):
         from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of, resolve_journals
 
         opts = self._read_options()
+        if opts.infer_schema:
+            from pyspark_gazette.spark.read.infer import infer_schema
+
+            return infer_schema(opts)
         if opts.framing != "auto":
             text = opts.framing in TEXT_FRAMINGS
         else:

@@ -156,6 +156,24 @@ OPTIONS: tuple[Option, ...] = (
         scopes=READS,
     ),
     Option(
+        "inferSchema",
+        "bool",
+        False,
+        "Without a user schema: infer one from a sample of the messages, as `spark.read.json` does "
+        "(integers LONG, other numbers DOUBLE, objects STRUCT, arrays ARRAY, strings STRING, fields "
+        "sorted by name), and read typed. The driver plans the read and parses up to `samplingBytes` "
+        "of messages from up to 8 partitions spread over the plan. ndjson journals only.",
+        scopes=frozenset({READ}),
+    ),
+    Option(
+        "samplingBytes",
+        "bytes",
+        4 << 20,
+        "With `inferSchema`: bytes of messages sampled to infer the schema.",
+        scopes=frozenset({READ}),
+        example="16m",
+    ),
+    Option(
         "includeMetadata",
         "bool",
         False,

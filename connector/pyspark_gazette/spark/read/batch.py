@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -29,8 +30,16 @@ from pyspark_gazette.spark.read.plan import GazettePartition
 
 if TYPE_CHECKING:
     from pyspark_gazette.spark.read.batches import OutputBuilder
+    from pyspark_gazette.spark.read.segments import Messages
 
 log = logging.getLogger(__name__)
+
+#: Typed reads parse a segment's messages in units of about this many bytes, not the 1 MiB
+#: pieces the line splitter is fed: pyarrow's JSON reader and Spark's Arrow hand-off both cost
+#: less per byte on larger batches (docs/benchmarks.md, "Typed reads"). The environment
+#: variable ``PYSPARK_GAZETTE_TYPED_PARSE_BYTES`` (read by each Python worker) overrides it for
+#: benchmarks.
+TYPED_PARSE_BYTES = int(os.environ.get("PYSPARK_GAZETTE_TYPED_PARSE_BYTES") or 8 << 20)
 
 
 def read_batches(
@@ -50,15 +59,48 @@ def read_batches(
     if builder is None:
         builder = OutputBuilder(schema, opts, part.framing)
     committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
-    for msgs in partition_messages(part, opts, content):
-        if committed is not None:
-            kept = committed.filter(msgs)
-            if kept is None:
-                continue
-            msgs = kept
+
+    def messages() -> Iterator[Messages]:
+        for msgs in partition_messages(part, opts, content):
+            if committed is not None:
+                kept = committed.filter(msgs)
+                if kept is None:
+                    continue
+                msgs = kept
+            yield msgs
+
+    pieces = messages() if builder.typed_decoder is None else _joined(messages(), TYPED_PARSE_BYTES)
+    for msgs in pieces:
         batch = builder.build(part.journal, msgs)
         if batch is not None and batch.num_rows:
             yield batch
+
+
+def _joined(pieces: Iterator[Messages], size: int) -> Iterator[Messages]:
+    """Consecutive pieces of one segment (same ``mod_time``) joined up to about ``size`` bytes."""
+    from pyspark_gazette.spark.read.segments import Messages
+
+    buf: list[Messages] = []
+    nbytes = 0
+
+    def flush() -> Messages:
+        if len(buf) == 1:
+            return buf[0]
+        values = pa.concat_arrays([m.values for m in buf])
+        offsets = pa.concat_arrays([m.offsets for m in buf])
+        return Messages(offsets, values, buf[0].mod_time, buf[-1].end)
+
+    for msgs in pieces:
+        if buf and (msgs.mod_time != buf[0].mod_time or msgs.values.type != buf[0].values.type):
+            yield flush()
+            buf, nbytes = [], 0
+        buf.append(msgs)
+        nbytes += msgs.values.nbytes
+        if nbytes >= size:
+            yield flush()
+            buf, nbytes = [], 0
+    if buf:
+        yield flush()
 
 
 def read_partition(part: InputPartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
@@ -100,7 +142,7 @@ class GazetteBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         from pyspark_gazette.client import JournalClient
         from pyspark_gazette.spark.journals import resolve_journals
-        from pyspark_gazette.spark.read.pack import pack
+        from pyspark_gazette.spark.read.pack import default_parallelism, pack, split
         from pyspark_gazette.spark.read.plan import plan
 
         with JournalClient(self.opts.connection.client_config()) as client:
@@ -112,7 +154,10 @@ class GazetteBatchReader(DataSourceReader):
                 if self.pruning.keep_journal(i.name)
             ]
             parts, ranges = plan(client, infos, self.opts)
-        packed = pack(prune(parts, self.pruning), self.opts)
+        opts = self.opts
+        if opts.min_partitions is None:  # spread the bytes over the cores, like Spark's file sources
+            opts = dataclasses.replace(opts, min_partitions=default_parallelism())
+        packed = pack(split(prune(parts, self.pruning), opts), opts)
         log.info(
             "planned %d partitions over %d journals (%d bytes)",
             len(packed),
