@@ -239,7 +239,11 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "Packing aims for at least this many input partitions (like Spark's "
         "`spark.sql.files.minPartitionNum`): a partition holds at most the total bytes (with open "
-        "costs) divided by it. Unset, partitions are filled up to `maxPartitionBytes`.",
+        "costs) divided by it, and a journal's partition past that is split along its fragments. "
+        "Unset, batch reads plan for the cores of the driver machine (Spark plans a Python data source "
+        "in a Python worker on the driver and tells it nothing of `spark.default.parallelism`, so this is "
+        "the closest default it can know: on a cluster, set this to the executors' total cores); "
+        "streams fill partitions up to `maxPartitionBytes`.",
         scopes=READS,
         example="8",
     ),

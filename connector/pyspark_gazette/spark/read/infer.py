@@ -15,7 +15,7 @@ When pyarrow refuses the sample (a field whose type changes between records, a m
 record), the sample is inferred record by record in Python with Spark's merge rules instead:
 ``LONG`` and ``DOUBLE`` merge to ``DOUBLE``, structs merge their fields, any other conflict is
 ``STRING``; and if a record is malformed the corrupt record column
-(``columnNameOfCorruptRecord``) is added, as Spark adds it.
+(``columnNameOfCorruptRecord``) is added, sorted among the fields, as Spark adds it.
 
 Cost: one planning pass (the same listings a read takes) plus reading and parsing the sample;
 see docs/benchmarks.md ("Schema inference").
@@ -155,10 +155,10 @@ def _infer_python(values: list[bytes], corrupt_column: str) -> StructType:
                 continue
             merged = _merge(merged, _type_of(d))
     fields = list(merged.fields) if isinstance(merged, StructType) else []
-    out = _sorted(StructType([StructField(f.name, _finish(f.dataType)) for f in fields]))
+    out = StructType([StructField(f.name, _finish(f.dataType)) for f in fields])
     if corrupt and corrupt_column not in out.fieldNames():
         out = out.add(StructField(corrupt_column, StringType()))
-    return out
+    return _sorted(out)  # the corrupt column too, as Spark sorts it
 
 
 def _type_of(v: Any) -> DataType:

@@ -106,8 +106,10 @@ def default_parallelism() -> int:
 def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazettePartition]:
     """Cut partitions longer than :func:`pack_target` (over all ``parts``) along their segments.
 
-    Segments are grouped in order up to the target; a fragment is never split, a broker-read
-    segment of a text framing is cut at the target. Read-committed partitions (one journal in
+    A partition becomes ``ceil(length / target)`` partitions of about equal length, its segments
+    kept in order (each goes where its middle byte falls, so a partition may pass the target by
+    less than a fragment); a fragment is never split, a broker-read segment of a text framing is
+    cut at the target first. Read-committed partitions (one journal in
     order, one task) stay whole. Indices are renumbered from 0.
     """
     from pyspark_gazette.spark.read.plan import _split_tail
@@ -118,17 +120,21 @@ def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazetteP
         if opts.read_committed or part.length <= target:
             out.append(GazettePartition(len(out), part.journal, part.framing, part.segments))
             continue
-        group: list = []
-        size = 0
-        for seg in part.segments:
-            for piece in _split_tail(seg, target, part.framing) if seg.fragment is None else [seg]:
-                if group and size + piece.length > target:
-                    out.append(GazettePartition(len(out), part.journal, part.framing, tuple(group)))
-                    group, size = [], 0
-                group.append(piece)
-                size += piece.length
-        if group:
-            out.append(GazettePartition(len(out), part.journal, part.framing, tuple(group)))
+        pieces = [
+            p
+            for seg in part.segments
+            for p in (_split_tail(seg, target, part.framing) if seg.fragment is None else [seg])
+        ]
+        n = -(-part.length // target)  # ceil
+        share = part.length / n
+        groups: list[list] = [[] for _ in range(n)]
+        done = 0
+        for piece in pieces:  # each piece to the group its middle byte falls in: n balanced groups
+            groups[min(n - 1, int((done + piece.length / 2) // share))].append(piece)
+            done += piece.length
+        for g in groups:
+            if g:
+                out.append(GazettePartition(len(out), part.journal, part.framing, tuple(g)))
     return out
 
 

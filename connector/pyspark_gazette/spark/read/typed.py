@@ -10,9 +10,15 @@ the ``mode`` semantics of ``spark.read.schema(s).json(path)``:
 * DROPMALFORMED: malformed records are dropped. FAILFAST: the first one raises
   :class:`~pyspark_gazette.errors.MessageDecodeError` naming its index in the batch.
 
-Fast path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema, in which
-timestamps, dates and binary are read as strings and converted afterwards (vectorised, for the
-common ISO-8601 forms). Any record pyarrow rejects is found by re-parsing parts of the failing
+Fast path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema of only the
+schema's fields (fields outside it are skipped by the parser, never materialised). Zoned
+timestamps (``TimestampType``) are parsed natively by pyarrow's ISO-8601 parser; the two forms
+it takes that Spark rejects (a zone without seconds, an offset past 18:00) are found by one
+vectorised regex over the records (:data:`_TS_REJECT`) and left to the per-record rules, and a
+block with a form only Spark takes (``2024-1-2 3:4:5``) is parsed again with timestamps as
+strings. Dates, ``TimestampNTZ`` and binary are read as strings and converted afterwards
+(vectorised, for the common ISO-8601 forms). Top-level ``MapType`` fields, which pyarrow
+cannot parse, are converted in Python from each record beside pyarrow's columns. Any record pyarrow rejects is found by re-parsing parts of the failing
 range (the failing record itself when pyarrow names its row,
 sixteenths otherwise), and records in small failing ranges (or with unusual values) are converted one by one in Python following
 Spark's rules; so pyarrow only ever accepts records Spark accepts with the same values.
@@ -40,10 +46,11 @@ hand):
 * a StringType field given an object or array gets compact JSON text, where Spark keeps the
   source text with its spacing;
 * a null message produces no row (a file has no null lines);
-* MapType anywhere in the schema sends every record through the per-record rules (pyarrow
-  cannot parse maps): correct, but about ten times slower.
+* a MapType nested in a struct or array sends every record through the per-record rules
+  (pyarrow cannot parse maps): correct, but about ten times slower; top-level maps cost one
+  Python JSON parse of each record (docs/benchmarks.md, "Typed reads").
 
-Size (~670 lines, over the house's ~500): one small converter per Spark type, kept together
+Size (~760 lines, over the house's ~500): one small converter per Spark type, kept together
 because they share the mode semantics above and the recursion over nested types.
 """
 
