@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.message import NDJSON
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.pack import PackedPartition, pack
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment
@@ -19,7 +20,7 @@ def opts(**options: str) -> ReadOptions:
 
 
 def piece(journal: str, begin: int, end: int) -> GazettePartition:
-    return GazettePartition(0, journal, "ndjson", (Segment(journal, begin, end),))
+    return GazettePartition(0, journal, NDJSON, (Segment(journal, begin, end),))
 
 
 def members(part) -> list[GazettePartition]:
@@ -145,16 +146,24 @@ def test_a_broker_tail_is_cut_at_the_target_and_committed_reads_stay_whole():
 def test_batch_reads_plan_for_the_cores_without_min_partitions(monkeypatch):
     import dataclasses
 
-    from pyspark_gazette.spark.read import batch, pack as pack_module
+    from pyspark_gazette.spark.read import batch_scan, pack as pack_module
+
+    class NoClient:  # planning without a broker: plan() is replaced below
+        def __init__(self, config):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
 
     part = fragments_journal(13, 8 * MIB)
     monkeypatch.setattr(pack_module, "default_parallelism", lambda: 4)
-    monkeypatch.setattr("pyspark_gazette.spark.read.plan.plan", lambda client, infos, o: ([part], {}))
-    monkeypatch.setattr("pyspark_gazette.spark.journals.resolve_journals", lambda *a, **k: [])
-    monkeypatch.setattr("pyspark_gazette.client.JournalClient.__init__", lambda self, config: None)
-    monkeypatch.setattr("pyspark_gazette.client.JournalClient.__enter__", lambda self: self)
-    monkeypatch.setattr("pyspark_gazette.client.JournalClient.__exit__", lambda self, *a: None)
-    four = batch.GazetteBatchReader(opts(), None).partitions()
+    monkeypatch.setattr(batch_scan, "plan", lambda client, infos, o: ([part], {}))
+    monkeypatch.setattr(batch_scan, "resolve_journals", lambda *a, **k: [])
+    monkeypatch.setattr(batch_scan, "JournalClient", NoClient)
+    four = batch_scan.GazetteBatchReader(opts(), None).partitions()
     assert len(four) >= 4
-    one = batch.GazetteBatchReader(dataclasses.replace(opts(), min_partitions=1), None).partitions()
+    one = batch_scan.GazetteBatchReader(dataclasses.replace(opts(), min_partitions=1), None).partitions()
     assert len(one) == 1

@@ -475,7 +475,9 @@ def test_escaped_timestamp_text_follows_spark():
 
 def test_forms_only_spark_takes_fall_back_to_strings_and_stay_right():
     s = schema(("k", LongType()), ("t", TimestampType()))
-    docs = [json.dumps({"k": i, "t": "2024-1-2 3:4:5" if i % 500 == 7 else "2024-01-02T03:04:05Z"}) for i in range(5000)]
+    docs = [
+        json.dumps({"k": i, "t": "2024-1-2 3:4:5" if i % 500 == 7 else "2024-01-02T03:04:05Z"}) for i in range(5000)
+    ]
     dec, batch = decode(s, *docs)
     want = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert batch.column("t").to_pylist() == [want] * 5000

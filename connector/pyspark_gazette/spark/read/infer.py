@@ -51,7 +51,7 @@ SAMPLE_PARTS = 8
 
 def infer_schema(opts: ReadOptions) -> StructType:
     """The schema ``spark.read.json`` would infer for a sample of the journals ``opts`` reads."""
-    from pyspark_gazette.spark.read.batch import GazetteBatchReader
+    from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
     from pyspark_gazette.spark.source import untyped_schema
 
     raw = untyped_schema(False, False)

@@ -1,9 +1,9 @@
-"""Batch reads: ``spark.read.format("gazette")``.
+"""Batch reads: ``spark.read.format("gazette")`` (the driver side, and the reader's dispatch).
 
 The driver resolves the journals (List), takes one fragment-listing snapshot per journal and
 plans partitions (:mod:`pyspark_gazette.spark.read.plan`), packing small journals together
 (:mod:`pyspark_gazette.spark.read.pack`); executors read them
-(:mod:`pyspark_gazette.spark.read.segments`) and yield Arrow batches (:mod:`pyspark_gazette.spark.read.batches`).
+(:mod:`pyspark_gazette.spark.read.partition_reader`) and yield Arrow batches.
 
 With ``filterPushdown=true`` (and Spark's ``spark.sql.python.filterPushdown.enabled``), filters
 on ``journal`` (``=``, ``IN``, ``LIKE 'prefix%'``) choose the journals, and filters on
@@ -17,96 +17,27 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import logging
-import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from pyspark_gazette.client import JournalClient
+from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.plan import GazettePartition
-
-if TYPE_CHECKING:
-    from pyspark_gazette.spark.read.batches import OutputBuilder
-    from pyspark_gazette.spark.read.segments import Messages
+from pyspark_gazette.spark.read.arrow_output import is_untyped
+from pyspark_gazette.spark.read import pack as pack_module
+from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
+from pyspark_gazette.spark.read.partition_reader import read_batches
+from pyspark_gazette.spark.read.plan import GazettePartition, plan
+from pyspark_gazette.spark.resolve import resolve_journals
 
 log = logging.getLogger(__name__)
-
-#: Typed reads parse a segment's messages in units of about this many bytes, not the 1 MiB
-#: pieces the line splitter is fed: pyarrow's JSON reader and Spark's Arrow hand-off both cost
-#: less per byte on larger batches (docs/benchmarks.md, "Typed reads"). The environment
-#: variable ``PYSPARK_GAZETTE_TYPED_PARSE_BYTES`` (read by each Python worker) overrides it for
-#: benchmarks.
-TYPED_PARSE_BYTES = int(os.environ.get("PYSPARK_GAZETTE_TYPED_PARSE_BYTES") or 8 << 20)
-
-
-def read_batches(
-    part: GazettePartition,
-    opts: ReadOptions,
-    schema: StructType,
-    content: bytes | None = None,
-    builder: OutputBuilder | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """The record batches of one partition (shared by batch and streaming reads); ``content``:
-    a one-segment partition's bytes, prefetched (:mod:`~pyspark_gazette.spark.read.pack`);
-    ``builder``: an :class:`OutputBuilder` of ``schema`` for ``part``'s framing to reuse (building
-    one costs more than a one-message piece)."""
-    from pyspark_gazette.spark.read.batches import CommittedFilter, OutputBuilder
-    from pyspark_gazette.spark.read.segments import partition_messages
-
-    if builder is None:
-        builder = OutputBuilder(schema, opts, part.framing)
-    committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
-
-    def messages() -> Iterator[Messages]:
-        for msgs in partition_messages(part, opts, content):
-            if committed is not None:
-                kept = committed.filter(msgs)
-                if kept is None:
-                    continue
-                msgs = kept
-            yield msgs
-
-    pieces = messages() if builder.typed_decoder is None else _joined(messages(), TYPED_PARSE_BYTES)
-    for msgs in pieces:
-        batch = builder.build(part.journal, msgs)
-        if batch is not None and batch.num_rows:
-            yield batch
-
-
-def _joined(pieces: Iterator[Messages], size: int) -> Iterator[Messages]:
-    """Consecutive pieces of one segment (same ``mod_time``) joined up to about ``size`` bytes."""
-    from pyspark_gazette.spark.read.segments import Messages
-
-    buf: list[Messages] = []
-    nbytes = 0
-
-    def flush() -> Messages:
-        if len(buf) == 1:
-            return buf[0]
-        values = pa.concat_arrays([m.values for m in buf])
-        offsets = pa.concat_arrays([m.offsets for m in buf])
-        return Messages(offsets, values, buf[0].mod_time, buf[-1].end)
-
-    for msgs in pieces:
-        if buf and (msgs.mod_time != buf[0].mod_time or msgs.values.type != buf[0].values.type):
-            yield flush()
-            buf, nbytes = [], 0
-        buf.append(msgs)
-        nbytes += msgs.values.nbytes
-        if nbytes >= size:
-            yield flush()
-            buf, nbytes = [], 0
-    if buf:
-        yield flush()
 
 
 def read_partition(part: InputPartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
     """The record batches of a one-journal or a packed partition."""
-    from pyspark_gazette.spark.read.pack import PackedPartition, read_packed
-
     if isinstance(part, PackedPartition):
         yield from read_packed(part, opts, schema)
         return
@@ -140,11 +71,6 @@ class GazetteBatchReader(DataSourceReader):
         self.pruning = Pruning()
 
     def partitions(self) -> Sequence[InputPartition]:
-        from pyspark_gazette.client import JournalClient
-        from pyspark_gazette.spark.journals import resolve_journals
-        from pyspark_gazette.spark.read.pack import default_parallelism, pack, split
-        from pyspark_gazette.spark.read.plan import plan
-
         with JournalClient(self.opts.connection.client_config()) as client:
             infos = [
                 i
@@ -156,8 +82,8 @@ class GazetteBatchReader(DataSourceReader):
             parts, ranges = plan(client, infos, self.opts)
         opts = self.opts
         if opts.min_partitions is None:  # spread the bytes over the cores, like Spark's file sources
-            opts = dataclasses.replace(opts, min_partitions=default_parallelism())
-        packed = pack(split(prune(parts, self.pruning), opts), opts)
+            opts = dataclasses.replace(opts, min_partitions=pack_module.default_parallelism())
+        packed = pack(pack_module.split(prune(parts, self.pruning), opts), opts)
         log.info(
             "planned %d partitions over %d journals (%d bytes)",
             len(packed),
@@ -165,7 +91,7 @@ class GazetteBatchReader(DataSourceReader):
             sum(p.length for p in packed),
         )
         # Spark needs at least one partition; an empty one reads nothing.
-        return packed or [GazettePartition(0, "", "lines", ())]
+        return packed or [GazettePartition(0, "", LINES, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(partition, self.opts, self.schema)
@@ -184,8 +110,6 @@ class GazettePushdownBatchReader(GazetteBatchReader):
             LessThanOrEqual,
             StringStartsWith,
         )
-
-        from pyspark_gazette.spark.read.batches import is_untyped
 
         untyped = is_untyped(self.schema)
         journal_col = "journal" if untyped else "_journal"
