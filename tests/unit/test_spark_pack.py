@@ -113,7 +113,7 @@ def fragments_journal(n: int, size: int, tail: int = 0) -> GazettePartition:
     ]
     if tail:
         segs.append(Segment("big/j", n * size, n * size + tail))
-    return GazettePartition(0, "big/j", "ndjson", tuple(segs))
+    return GazettePartition(0, "big/j", NDJSON, tuple(segs))
 
 
 def test_a_large_journal_is_split_over_the_cores_along_fragments():
@@ -146,7 +146,8 @@ def test_a_broker_tail_is_cut_at_the_target_and_committed_reads_stay_whole():
 def test_batch_reads_plan_for_the_cores_without_min_partitions(monkeypatch):
     import dataclasses
 
-    from pyspark_gazette.spark.read import batch_scan, pack as pack_module
+    from pyspark_gazette.spark.read import batch_scan
+    from pyspark_gazette.spark.read import pack as pack_module
 
     class NoClient:  # planning without a broker: plan() is replaced below
         def __init__(self, config):

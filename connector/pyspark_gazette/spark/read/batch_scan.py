@@ -26,8 +26,8 @@ from pyspark.sql.types import StructType
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.arrow_output import is_untyped
 from pyspark_gazette.spark.read import pack as pack_module
+from pyspark_gazette.spark.read.arrow_output import is_untyped
 from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
 from pyspark_gazette.spark.read.partition_reader import read_batches
 from pyspark_gazette.spark.read.plan import GazettePartition, plan

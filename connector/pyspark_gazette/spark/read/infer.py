@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pyspark_gazette.message.framing import NDJSON
 from pyspark_gazette.spark.options import ReadOptions
 
 #: Partitions sampled, at most (spread evenly over the plan).
@@ -92,7 +93,7 @@ def _messages(part: InputPartition, opts: ReadOptions) -> Iterator[Any]:
 
     members = part.members if isinstance(part, PackedPartition) else (part,)
     for member in members:
-        if member.framing != "ndjson":
+        if member.framing != NDJSON:  # inference reads JSON documents
             from pyspark_gazette.errors import OptionError
 
             raise OptionError(
