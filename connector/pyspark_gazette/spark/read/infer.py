@@ -24,7 +24,7 @@ see docs/benchmarks.md ("Schema inference").
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -87,11 +87,14 @@ def sample(parts: Sequence[InputPartition], opts: ReadOptions) -> list[bytes]:
     return out
 
 
-def _messages(part: InputPartition, opts: ReadOptions) -> Iterator[Any]:
+def _messages(part: InputPartition, opts: ReadOptions) -> Generator[Any, None, None]:
     from pyspark_gazette.spark.read.pack import PackedPartition
+    from pyspark_gazette.spark.read.plan import GazettePartition
     from pyspark_gazette.spark.read.segments import partition_messages
 
-    members = part.members if isinstance(part, PackedPartition) else (part,)
+    members: tuple[GazettePartition, ...] = (
+        part.members if isinstance(part, PackedPartition) else (part,) if isinstance(part, GazettePartition) else ()
+    )
     for member in members:
         if member.framing != NDJSON:  # inference reads JSON documents
             from pyspark_gazette.errors import OptionError
