@@ -143,7 +143,8 @@ def test_the_report_agrees_with_itself(first_run):
     assert stages[0] == partitions and sum(stages) == int(progress[2]) == int(progress[1])
     # Counts and nouns agree ("1 micro-batch", "2 micro-batches", "2 fragment files").
     nouns = re.finditer(
-        r"\b(\d[\d,]*) (micro-batch(?:es)?|fragments?(?! files?)|fragment files?|ranges?|read tasks?)\b", text
+        r"(?<![\w:.,/])(\d+(?:,\d{3})*) (micro-batch(?:es)?|fragments?(?! files?)|fragment files?|ranges?|read tasks?)\b",
+        text,
     )
     for m in nouns:
         assert (m[1] == "1") == (not m[2].endswith("s")), m[0]
