@@ -55,3 +55,31 @@ def test_sweep_of_2000_journals_under_cpu_load(tmp_path, burners):
         assert sweep_heads(client.conns, names) == expected
         assert sweep_heads(client.conns, names) == expected
         assert all(p.poll() is None for p in burners)
+
+
+def test_sweep_retries_reads_the_broker_cancelled(tmp_path, monkeypatch):
+    """A head read the broker answers with CANCELLED (what gRPC does to a call it could not take
+    up in time) is asked again, as an UNAVAILABLE one is, instead of failing the sweep."""
+    import grpc
+
+    from pyspark_gazette.broker.rpc import read
+
+    serve_read = read.serve_read
+    cancelled: list[str] = []
+
+    def flaky(core, request, context, claims):
+        if request.journal == "many/p00002" and len(cancelled) < 3:
+            cancelled.append(request.journal)
+            context.abort(grpc.StatusCode.CANCELLED, "injected: not taken up in time")
+        yield from serve_read(core, request, context, claims)
+
+    monkeypatch.setattr(read, "serve_read", flaky)
+    with (
+        EmbeddedBroker(str(tmp_path / "data")) as broker,
+        JournalClient(ClientConfig(broker.address)) as client,
+    ):
+        names = [f"many/p{i:05d}" for i in range(5)]
+        client.apply_in_batches([Change(expect_mod_revision=0, upsert=make_spec(n, store="")) for n in names])
+        head = client.append("many/p00002", b'{"i": 2}\n').end
+        assert sweep_heads(client.conns, names) == {**dict.fromkeys(names, 0), "many/p00002": head}
+        assert len(cancelled) == 3  # the sweep's read, write_head's read, then a RetryReader's
