@@ -12,6 +12,7 @@ stream, while CPU burners (subprocesses, stopped by PID) keep both cores busy.
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -83,3 +84,67 @@ def test_sweep_retries_reads_the_broker_cancelled(tmp_path, monkeypatch):
         head = client.append("many/p00002", b'{"i": 2}\n').end
         assert sweep_heads(client.conns, names) == {**dict.fromkeys(names, 0), "many/p00002": head}
         assert len(cancelled) == 3  # the sweep's read, write_head's read, then a RetryReader's
+
+
+BUSY_BROKER = """
+import sys, threading, time, tempfile
+from pyspark_gazette.broker import EmbeddedBroker
+from pyspark_gazette.client import Change, JournalClient
+from journalspecs import make_spec
+with EmbeddedBroker(tempfile.mkdtemp()) as broker, JournalClient(broker.address) as client:
+    client.apply([Change(expect_mod_revision=0, upsert=make_spec(f"busy/j{i}", store="")) for i in range(4)])
+    print(broker.target, flush=True)
+    sys.stdin.readline()
+    # A thread that keeps the GIL for 40 s at a stretch: gRPC's request loop waits that long.
+    sys.setswitchinterval(40)
+    def spin():
+        print("spinning", flush=True)
+        end = time.monotonic() + 100
+        while time.monotonic() < end:
+            pass
+    threading.Thread(target=spin, daemon=True).start()
+    sys.stdin.readline()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_broker_takes_up_calls_that_waited_past_30_seconds():
+    """The embedded broker's cause of those CANCELLEDs, made certain: its gRPC request loop is kept
+    from the GIL for 40 s while four Reads arrive. gRPC cancelled the ones that waited over 30 s to
+    be taken up; now every one is answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+
+    from pyspark_gazette.protocol import pb, pb_grpc
+
+    tests = str(pathlib.Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BUSY_BROKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))},
+    )
+    try:
+        target = proc.stdout.readline().strip()
+        with grpc.insecure_channel(target) as channel:
+            stub = pb_grpc.JournalStub(channel)
+
+            def head(i: int) -> str:
+                request = pb.ReadRequest(journal=f"busy/j{i}", offset=-1, metadata_only=True)
+                try:
+                    return pb.Status.Name(list(stub.Read(request))[0].status)
+                except grpc.RpcError as e:
+                    return e.code().name
+
+            assert head(0) == "OFFSET_NOT_YET_AVAILABLE"  # connected; the journal is empty
+            proc.stdin.write("spin\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline() == "spinning\n"
+            with ThreadPoolExecutor(4) as pool:
+                assert list(pool.map(head, range(4))) == ["OFFSET_NOT_YET_AVAILABLE"] * 4
+    finally:
+        proc.kill()
+        proc.wait()
