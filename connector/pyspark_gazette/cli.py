@@ -29,6 +29,29 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pyspark_gazette import _forks  # noqa: F401  (first: before anything imports gRPC)
+from pyspark_gazette.broker.main import broker_main
+from pyspark_gazette.broker.specs import spec_problems
+from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.client.heads import write_head
+from pyspark_gazette.client.specs import dump_specs, load_spec_file, spec_to_dict
+from pyspark_gazette.errors import (
+    FragmentError,
+    FramingError,
+    GazetteError,
+    InvalidInputError,
+    OffsetJumpError,
+    OffsetNotYetAvailableError,
+    TransportError,
+)
+from pyspark_gazette.fragments import FragmentRef
+from pyspark_gazette.message import framing_for_content_type
+from pyspark_gazette.protocol import codec_name
+from pyspark_gazette.protocol.auth import mint_token
+from pyspark_gazette.protocol.durations import parse_duration
+from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
+from pyspark_gazette.quickstart import packaged_specs, run_quickstart
+
 DEFAULT_ADDRESS = "http://localhost:8080"
 #: ``--broker.timeout`` when not given: long enough for a broker restart or a route change, short
 #: enough that a wrong address is reported while the user still waits at the terminal.
@@ -58,8 +81,6 @@ def _token(args: argparse.Namespace) -> str | None:
     keys = _auth_keys(args)
     if token or not keys:
         return token
-    from pyspark_gazette.errors import InvalidInputError
-    from pyspark_gazette.protocol.auth import mint_token
 
     try:
         return mint_token(keys, _COMMAND_CAPS.get(args.journals_command, "READ|LIST"), None, ttl=3600)
@@ -68,9 +89,6 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _client(args: argparse.Namespace):
-    from pyspark_gazette.client import ClientConfig, JournalClient
-    from pyspark_gazette.errors import InvalidInputError
-
     address = args.broker_address or os.environ.get("BROKER_ADDRESS") or DEFAULT_ADDRESS
     token = _token(args)
     try:
@@ -88,9 +106,6 @@ def _client(args: argparse.Namespace):
 
 def _broker_timeout(args: argparse.Namespace) -> float | None:
     """``--broker.timeout`` in seconds (None: retry forever, for ``0``)."""
-    from pyspark_gazette.errors import InvalidInputError
-    from pyspark_gazette.protocol.durations import parse_duration
-
     try:
         seconds = parse_duration(args.broker_timeout, where="--broker.timeout")
     except ValueError as e:
@@ -119,9 +134,6 @@ def _add_broker_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from pyspark_gazette.client.specs import dump_specs, spec_to_dict
-    from pyspark_gazette.protocol import codec_name
-
     with _client(args) as c:
         infos = c.list_journals(args.selector or None)
     if args.format == "yaml":
@@ -138,12 +150,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from pyspark_gazette.client import Change
-    from pyspark_gazette.client.specs import load_spec_file
-    from pyspark_gazette.errors import InvalidInputError
-
     nodes = load_spec_file(args.specs, "-f", stdin=sys.stdin)
-    from pyspark_gazette.broker.specs import spec_problems
 
     problems = [str(p) for n in nodes if not n.delete for p in spec_problems(n.spec)]
     if problems:
@@ -168,8 +175,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    from pyspark_gazette.errors import InvalidInputError
-
     with _client(args) as c:
         if args.file and args.file != "-":
             try:
@@ -248,9 +253,6 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
-    from pyspark_gazette.errors import FragmentError, OffsetJumpError, OffsetNotYetAvailableError, TransportError
-    from pyspark_gazette.fragments import FragmentRef
-
     fail = args.fail_on_data_loss == "true"
     copied = 0
     with _client(args) as c:
@@ -328,9 +330,6 @@ def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
 def _start_offset(c: Any, args: argparse.Namespace) -> int | None:
     """Where ``journals read`` starts, by the Spark source's rules: ``-1`` is the write head (None
     when not blocking: nothing to read there), and an offset beyond the write head is refused."""
-    from pyspark_gazette.client.heads import write_head
-    from pyspark_gazette.errors import InvalidInputError
-
     if args.offset < -1:
         raise InvalidInputError(f"--offset {args.offset}: expected an offset >= 0, or -1 for the write head")
     if args.offset == -1 and args.block:
@@ -347,23 +346,17 @@ def _start_offset(c: Any, args: argparse.Namespace) -> int | None:
 
 
 def _text_framing(c: Any, journal: str) -> bool:
-    """Whether ``journal``'s content type frames messages by newlines (every framing but
-    protobuf-fixed; a journal without a known framing is copied byte for byte)."""
-    from pyspark_gazette.errors import FramingError
-    from pyspark_gazette.message import framing_for_content_type
-    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
-
+    """Whether ``journal``'s content type frames messages by newlines (a line-based framing, as
+    the Spark source skips to the next message in; a journal without a known framing is copied
+    byte for byte)."""
     types = label_values(c.get_journal(journal).spec.labels, CONTENT_TYPE)
     try:
-        return bool(types) and framing_for_content_type(types[0]).name != "protobuf-fixed"
+        return bool(types) and framing_for_content_type(types[0]).line_based
     except FramingError:
         return False
 
 
 def cmd_fragments(args: argparse.Namespace) -> int:
-    from pyspark_gazette.fragments import FragmentRef
-    from pyspark_gazette.protocol import codec_name
-
     with _client(args) as c:
         frags = c.list_fragments(args.journal, signature_ttl=60 if args.signed else None)
     rows = [("BEGIN", "END", "CODEC", "MOD_TIME", "STORE", "NAME")]
@@ -386,8 +379,6 @@ def cmd_fragments(args: argparse.Namespace) -> int:
 def checkpoint_offsets(checkpoint: str, source: int = 0) -> tuple[int, dict[str, int]]:
     """The latest committed batch of a Spark streaming checkpoint and its end offsets for the
     ``source``-th source (``{journal: byte offset}``, as the gazette source writes them)."""
-    from pyspark_gazette.errors import InvalidInputError
-
     root = pathlib.Path(checkpoint)
     try:
         done = [int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit()]
@@ -433,10 +424,6 @@ def _utc(seconds: int) -> str:
 
 def cmd_token(args: argparse.Namespace) -> int:
     """Print a token signed with the first of the auth keys (the one thing this CLI prints a secret for)."""
-    from pyspark_gazette.errors import InvalidInputError
-    from pyspark_gazette.protocol.auth import mint_token
-    from pyspark_gazette.protocol.durations import parse_duration
-
     keys = _auth_keys(args)
     if not keys:
         raise InvalidInputError("token: give --auth-keys or set BROKER_AUTH_KEYS")
@@ -459,8 +446,6 @@ def configure_logging(path: str) -> None:
     import logging.config
 
     import yaml
-
-    from pyspark_gazette.errors import InvalidInputError
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -580,8 +565,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "broker":
-        from pyspark_gazette.broker.main import broker_main
-
         return broker_main(argv[1:], prog="pyspark-gazette broker")
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -604,7 +587,6 @@ def one_line(e: BaseException) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pyspark_gazette.errors import GazetteError
 
     try:
         if args.log_config:
@@ -616,8 +598,6 @@ def _run(args: argparse.Namespace) -> int:
                 format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             )
         if args.command == "quickstart":
-            from pyspark_gazette.quickstart import packaged_specs, run_quickstart
-
             if args.print_specs:
                 sys.stdout.write(packaged_specs())
                 return 0

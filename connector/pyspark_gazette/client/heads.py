@@ -41,6 +41,7 @@ from typing import TypeVar
 import grpc
 
 from pyspark_gazette.client.conn import Connections, backoff, open_aio_channel, parse_address
+from pyspark_gazette.client.reader import RetryReader
 from pyspark_gazette.errors import CancelledError, JournalNotFoundError, OffsetNotYetAvailableError
 from pyspark_gazette.protocol import pb, pb_grpc
 
@@ -82,8 +83,6 @@ def _write_head_retrying(conns: Connections, journal: str) -> int:
     cancels calls it could not take up in time (a busy embedded broker, a Go broker shedding
     load), which passes like UNAVAILABLE does. Retried with :func:`~pyspark_gazette.client.conn.backoff`
     for the client's ``broker_timeout`` (:data:`CANCELLED_ATTEMPTS` attempts without one)."""
-    from pyspark_gazette.client.reader import RetryReader
-
     attempt, since = 0, time.monotonic()
     while True:
         # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE with

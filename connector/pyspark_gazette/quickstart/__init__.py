@@ -38,6 +38,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from pyspark_gazette import _forks  # noqa: F401  (first: gRPC's fork handlers off, see there)
+from pyspark_gazette.broker import EmbeddedBroker
+from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.client.specs import load_spec_file, load_specs
+from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
+
 #: Package data (``pyspark_gazette/resources``): the journals and Spark's JVM logging set-up.
 SPECS = "quickstart.yaml"
 LOG4J = "log4j2.properties"
@@ -111,7 +117,6 @@ def run_quickstart(
     ``data_dir`` defaults to :func:`default_data_dir`; ``specs`` is a YAML file of journal specs
     to use instead of the packaged ones (it must define ``quickstart/clicks`` and
     ``quickstart/checkouts``, ndjson journals)."""
-    quiet_grpc_forks()
     if rows <= 0:
         print("error: --rows must be positive", file=sys.stderr)
         return 2
@@ -137,18 +142,6 @@ def run_quickstart(
     return 0
 
 
-def quiet_grpc_forks() -> None:
-    """Turn off gRPC's fork handlers for this process, unless the environment says otherwise.
-
-    With the embedded broker in this process, gRPC's server threads are always inside gRPC, so
-    every ``fork()`` the process makes (PySpark launching a process with a ``preexec_fn``, any
-    ``os.fork``) made gRPC log ``fork_posix.cc ... Other threads are currently calling into gRPC,
-    skipping fork() handlers``, and the child an ``epoll_wait error``. The handlers only matter to
-    a child that goes on using gRPC after a fork without exec, which nothing here does. gRPC reads
-    ``GRPC_ENABLE_FORK_SUPPORT`` when it is imported, so this runs before anything imports it."""
-    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
-
-
 #: Everything a quickstart run leaves in its data directory.
 OWN_ENTRIES = frozenset({"broker", "store", "checkpoints", "state.json"})
 
@@ -156,9 +149,6 @@ OWN_ENTRIES = frozenset({"broker", "store", "checkpoints", "state.json"})
 def _load_specs(specs: str | os.PathLike[str] | None) -> list[Any]:
     """The journal specs to create: ``specs`` (a file) or the packaged ones; a file must define
     both quickstart journals, as ndjson."""
-    from pyspark_gazette.client.specs import load_spec_file, load_specs
-    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
-
     if specs is None:
         return load_specs(packaged_specs())
     nodes = load_spec_file(str(specs), "--specs")  # InvalidInputError is a ValueError
@@ -199,9 +189,6 @@ def _one_line(e: BaseException) -> str:
 
 
 def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps, nodes: list[Any], specs: str) -> dict[str, Any]:
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import Change, ClientConfig, JournalClient
-
     state = _state(root)
     first_id = state["next_event_id"]
     store = root / "store"

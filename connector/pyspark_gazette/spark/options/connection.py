@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pyspark_gazette.client import ClientConfig
+from pyspark_gazette.client.conn import parse_address
 from pyspark_gazette.errors import OptionError
 from pyspark_gazette.spark.options.parsing import parse_duration
 from pyspark_gazette.spark.options.table import option
@@ -22,8 +24,6 @@ class Connection:
     broker_timeout: float | None = 300.0
 
     def client_config(self, *, direct_reads: bool = True):
-        from pyspark_gazette.client import ClientConfig
-
         return ClientConfig(
             self.address,
             auth_token=self.auth_token,
@@ -58,7 +58,6 @@ def connection_from(values: dict[str, Any]) -> Connection:
     address = values.get("broker.address")
     if not address:
         raise OptionError("broker.address", "is required (or set BROKER_ADDRESS), e.g. http://127.0.0.1:8080")
-    from pyspark_gazette.client.conn import parse_address
 
     try:
         parse_address(address)
