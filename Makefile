@@ -12,7 +12,7 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 # Two installs into one venv: the quickstart needs only the package and its runtime dependencies
-# (RUN_STAMP, ~60 packages); tests, lint and docs need the dev toolchain too (STAMP, ~370 packages).
+# (RUN_STAMP, ~35 packages); tests, lint and docs need the dev toolchain too (STAMP, ~370 packages).
 # pip's own output shows what is being fetched; the lines before it say how long to expect.
 RUN_STAMP := $(VENV)/.installed-run
 
