@@ -351,7 +351,7 @@ class AppendService:
                     aa._finish(error=timeout)
                     return
                 unavailable = isinstance(e, TransportError) and e.code == "UNAVAILABLE"
-                self._conns.endpoint_failed(journal, getattr(app, "endpoint", None) if unavailable else None)
+                self._conns.endpoint_failed(journal, getattr(app, "_endpoint", None) or None if unavailable else None)
                 log.warning("append of %d bytes to %s failed (attempt %d), retrying: %s", size, journal, attempt, e)
                 time.sleep(backoff(attempt))
                 attempt += 1

@@ -69,6 +69,10 @@ class GazetteDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = self._read_options()
+        if opts.infer_schema:
+            from pyspark_gazette.spark.read.infer import infer_schema
+
+            return infer_schema(opts)
         if opts.framing != "auto":
             text = framing_by_name(opts.framing).text
         else:

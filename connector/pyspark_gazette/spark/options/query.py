@@ -46,6 +46,8 @@ class ReadOptions:
     min_partitions: int | None = None
     uuid_field: int = 0
     watch_write_heads: str = "auto"  # auto | true | false
+    infer_schema: bool = False
+    sampling_bytes: int = 4 << 20
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -130,6 +132,8 @@ class ReadOptions:
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
             watch_write_heads=v.get("watchWriteHeads") or "auto",
+            infer_schema=bool(v.get("inferSchema")),
+            sampling_bytes=v.get("samplingBytes") or option("samplingBytes").default,
         )
 
 
