@@ -64,6 +64,8 @@ class GazetteDataSource(DataSource):
         from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of, resolve_journals
 
         opts = self._read_options()
+        if opts.collection:
+            return _collection_schema(opts)
         if opts.framing != "auto":
             text = opts.framing in TEXT_FRAMINGS
         else:
@@ -81,6 +83,10 @@ class GazetteDataSource(DataSource):
 
         opts = self._read_options(streaming=False)
         cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
+        if opts.collection and opts.filter_pushdown:
+            from pyspark_gazette.spark.read.batch import FlowPushdownBatchReader
+
+            cls = FlowPushdownBatchReader
         return cls(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -103,6 +109,17 @@ class GazetteDataSource(DataSource):
         from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
         return GazetteStreamWriter(stream_write_options(self.options), schema, overwrite)
+
+
+def _collection_schema(opts: ReadOptions) -> StructType:
+    """The default schema of a ``collection`` read, from its journals' partition labels."""
+    from pyspark_gazette.client import JournalClient
+    from pyspark_gazette.spark.journals import resolve_journals
+    from pyspark_gazette.spark.read.flow import collection_schema
+
+    with JournalClient(opts.connection.client_config()) as client:
+        infos = resolve_journals(client, opts.journals, opts.selector)
+    return collection_schema([(lb.name, lb.value) for lb in i.spec.labels.labels] for i in infos)
 
 
 class _FailedStreamReader(DataSourceStreamReader):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pyspark_gazette.errors import OptionError, SpecError
 from pyspark_gazette.protocol.journals import base_journal, validate_journal_name
 from pyspark_gazette.spark.options.connection import Connection, connection_from
+from pyspark_gazette.spark.options.flow import collection_values
 from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, parse
 from pyspark_gazette.spark.options.table import READ, STREAM, WRITE, option
 
@@ -43,6 +44,8 @@ class ReadOptions:
     min_partitions: int | None = None
     uuid_field: int = 0
     watch_write_heads: str = "auto"  # auto | true | false
+    collection: str | None = None  # an Estuary Flow collection (spark/options/flow.py)
+    control_documents: bool = False  # with collection: return Flow's control documents too
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -53,7 +56,7 @@ class ReadOptions:
     def parse(
         cls, options: Mapping[str, str], *, streaming: bool = False, env: Mapping[str, str] | None = None
     ) -> ReadOptions:
-        v = parse(options, STREAM if streaming else READ, env)
+        v = collection_values(options, parse(options, STREAM if streaming else READ, env))
         journals = tuple(j.strip() for j in (v.get("journals") or "").split(",") if j.strip())
         if bool(journals) == bool(v.get("selector")):
             raise OptionError(
@@ -130,6 +133,8 @@ class ReadOptions:
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
             watch_write_heads=v.get("watchWriteHeads") or "auto",
+            collection=v.get("collection"),
+            control_documents=bool(v.get("collection.controlDocuments")),
         )
 
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructType, TimestampType
 
 from pyspark_gazette.errors import UUIDError
+from pyspark_gazette.flow.documents import TXN_MASK
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.segments import Messages
 
@@ -53,7 +54,15 @@ def is_untyped(schema: StructType) -> bool:
 
 
 class OutputBuilder:
-    """Builds the record batches of one partition."""
+    """Builds the record batches of one partition (a ``collection`` read's builder is
+    :class:`~pyspark_gazette.spark.read.flow.FlowOutputBuilder`)."""
+
+    def __new__(cls, schema: StructType, opts: ReadOptions, framing: str) -> Any:
+        if opts.collection and cls is OutputBuilder:
+            from pyspark_gazette.spark.read.flow import FlowOutputBuilder
+
+            return FlowOutputBuilder(schema, opts, framing)
+        return super().__new__(cls)
 
     def __init__(self, schema: StructType, opts: ReadOptions, framing: str):
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -183,6 +192,8 @@ class CommittedFilter:
         out = []
         for offset, raw, p in zip(msgs.offsets.to_pylist(), msgs.values.to_pylist(), parts, strict=True):
             producer, clock, flags = p if p else (b"\0" * 6, 0, 0)
+            if self.opts.collection:
+                flags &= TXN_MASK  # Flow's CONTROL flag (0x4) does not change sequencing
             out.append(Envelope(self.journal, offset, offset + len(raw) + overhead, producer, clock, flags, raw))
         return out
 
