@@ -20,13 +20,20 @@ class Connection:
     file_root: str | None = None
     storage: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
     broker_timeout: float | None = 300.0
+    #: An Estuary-hosted collection's authorization (flow/hosted.py): its broker token renews itself.
+    hosted: Any = None
 
     def client_config(self, *, direct_reads: bool = True):
         from pyspark_gazette.client import ClientConfig
 
+        token: Any = self.auth_token
+        if self.hosted is not None:
+            from pyspark_gazette.flow.hosted import BrokerToken
+
+            token = BrokerToken(self.hosted)
         return ClientConfig(
             self.address,
-            auth_token=self.auth_token,
+            auth_token=token,
             file_root=self.file_root,
             direct_reads=direct_reads,
             zone=self.zone,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pyspark_gazette.errors import OptionError, SpecError
 from pyspark_gazette.protocol.journals import base_journal, validate_journal_name
 from pyspark_gazette.spark.options.connection import Connection, connection_from
-from pyspark_gazette.spark.options.flow import collection_values
+from pyspark_gazette.spark.options.flow import collection_values, with_hosted
 from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, parse
 from pyspark_gazette.spark.options.table import READ, STREAM, WRITE, option
 
@@ -106,7 +106,7 @@ class ReadOptions:
                 raise OptionError("journals", f"invalid journal name(s): {', '.join(map(repr, bad))}")
             check_offsets_name_read_journals(starting, ending, {*journals, *map(base_journal, journals)})
         return cls(
-            connection=connection_from(v),
+            connection=with_hosted(connection_from(v), v),
             journals=journals,
             selector=v.get("selector"),
             starting_offsets=starting,

@@ -120,6 +120,42 @@ OPTIONS: tuple[Option, ...] = (
         scopes=READS,
     ),
     Option(
+        "flow.agentUrl",
+        "string",
+        None,
+        "With `collection` and `flow.authToken`: URL of Estuary's control-plane agent API, which "
+        "authorizes a hosted collection (`/authorize/user/collection`) and gives its broker address, "
+        "broker token and journal prefix (flowctl's `agent_url`).",
+        scopes=READS,
+        example="https://agent-api.example.estuary.dev",
+    ),
+    Option(
+        "flow.authToken",
+        "secret",
+        None,
+        "With `collection`: an Estuary access token (a JWT) or refresh token (base64 JSON, as "
+        "flowctl's `FLOW_AUTH_TOKEN`), for a hosted collection: the broker address and a "
+        "per-collection broker token are then obtained as flowctl does, and renewed before the "
+        "broker token expires. Never logged or shown in plans.",
+        scopes=READS,
+        example="eyJhbGciOi...",
+    ),
+    Option(
+        "flow.pgUrl",
+        "string",
+        None,
+        "With a refresh token in `flow.authToken`: URL of Estuary's control-plane PostgREST API, "
+        "which exchanges it for access tokens (flowctl's `pg_url`).",
+        scopes=READS,
+    ),
+    Option(
+        "flow.pgApiKey",
+        "secret",
+        None,
+        "With `flow.pgUrl`: the PostgREST API's public key (flowctl's `pg_public_token`).",
+        scopes=READS,
+    ),
+    Option(
         "journal",
         "string",
         None,
