@@ -17,6 +17,7 @@ import json
 import uuid
 
 import peer
+import pytest
 
 from pyspark_gazette.flow.labels import encode_value
 from pyspark_gazette.message.uuids import clock_to_micros, get_clock
@@ -35,7 +36,7 @@ def flow_journal(target, collection: str, generation: str, region: str, pivot: s
         "app.gazette.dev/managed-by": "estuary.dev/flow",
     }
     name = extra.pop("name", name)
-    target.create(name, content_type="application/x-ndjson", length=2048, labels=labels)
+    target.create(name, content_type="application/x-ndjson", length=2048, labels=labels, **extra)
     return name
 
 
@@ -216,3 +217,50 @@ def test_stream_of_a_collection_with_a_partition_selector_and_a_split_mid_stream
     peer.flow_publish(target.address, [added], seed=9, rounds=20)
     run()
     assert got() == want_rows(oracle(target, [*us, added]))
+
+
+def test_a_journal_deleted_and_recreated_mid_stream(spark, target, tmp_path):
+    """Rule: a journal whose write head is below the stream's offset in it was deleted and
+    re-created. The query fails saying so; with failOnDataLoss=false it reads the new journal from
+    its start. (Re-created on another store, as its old fragments would otherwise restore its
+    old write head.)"""
+    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+
+    collection = f"acme/{target.kind}/recreated/orders"
+    journal = flow_journal(target, collection, "g1", "eu")
+    peer.flow_publish(target.address, [journal], seed=10, rounds=60)
+    first = oracle(target, [journal])
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def run(**options):
+        r = spark.readStream.format("gazette").option("broker.address", target.address)
+        r = r.option("store.fileRoot", target.store_root).option("collection", collection)
+        r = r.option("startingOffsets", "earliest")
+        for k, v in options.items():
+            r = r.option(k, v)
+
+        def sink(batch, batch_id):
+            batch.select("journal", "offset", "value").write.mode("overwrite").json(str(out / str(batch_id)))
+
+        q = r.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
+        q.trigger(availableNow=True).start().awaitTermination()
+
+    def got():
+        rows = [json.loads(line) for f in sorted(out.glob("*/part-*.json")) for line in f.read_text().splitlines()]
+        return sorted((r["journal"], r["offset"], json.dumps(json.loads(r["value"]), sort_keys=True)) for r in rows)
+
+    def want(lines):
+        return sorted((x["journal"], x["offset"], json.dumps(x["doc"], sort_keys=True)) for x in lines)
+
+    run()
+    assert got() == want(first)
+    with JournalClient(ClientConfig(target.address)) as c:
+        c.apply([Change(expect_mod_revision=-1, delete=journal)])
+    flow_journal(target, collection, "g1", "eu", store="file:///recreated/")
+    peer.flow_publish(target.address, [journal], seed=11, rounds=6, control=False)
+    second = oracle(target, [journal])
+    assert second and max(x["offset"] for x in second) < max(x["offset"] for x in first)
+    with pytest.raises(Exception, match="deleted and re-created"):
+        run()
+    run(failOnDataLoss="false")
+    assert got() == sorted(want(first) + want(second))
