@@ -136,9 +136,9 @@ func runFlowPublish(args []string) error {
 		return nil
 	}
 
-	var txn = message.NewPublisher(ajc, nil)      // Transactions, each committed by ACKs.
-	var outside = message.NewPublisher(ajc, nil)  // Documents committed on their own.
-	var doomed = message.NewPublisher(ajc, nil)   // A transaction never committed.
+	var txn = message.NewPublisher(ajc, nil)     // Transactions, each committed by ACKs.
+	var outside = message.NewPublisher(ajc, nil) // Documents committed on their own.
+	var doomed = message.NewPublisher(ajc, nil)  // A transaction never committed.
 	if *control {
 		if err = publishControl(map[string]any{"backfillBegin": true, "keyBegin": "00000000", "keyEnd": "ffffffff"}); err != nil {
 			return err
