@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-unit test-oldest-pyspark gazette dev-cluster emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test test-unit test-oldest-pyspark gazette gazette-flow test-gazette-flow dev-cluster emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -41,6 +41,29 @@ $(GAZETTE_STAMP): $(GO_SOURCES)
 	rm -f $(BIN)/.gazette-* && touch $@
 
 gazette: $(GAZETTE_STAMP)  ## build real Gazette (gazette, gazctl v0.103.0), etcd 3.6 and our Go peer into .bin/
+
+# The Gazette that Estuary Flow runs: Flow's go.mod pins go.gazette.dev/core at a commit, not a
+# release (tests/peers/gazette-flow/go.mod holds the same pseudo-version). Its gazette and gazctl go
+# into .bin/gazette-flow/; the tests run against it with GAZETTE_PEER=flow (etcd from .bin/).
+FLOW_PEER := tests/peers/gazette-flow
+FLOW_SOURCES := $(FLOW_PEER)/go.mod $(FLOW_PEER)/go.sum $(FLOW_PEER)/tools.go $(FLOW_PEER)/main.go
+FLOW_STAMP := $(BIN)/gazette-flow/.stamp-$(shell cat $(FLOW_SOURCES) 2>/dev/null | sha1sum | cut -c1-12)
+
+$(FLOW_STAMP): $(FLOW_SOURCES)
+	@mkdir -p $(BIN)/gazette-flow
+	cd $(FLOW_PEER) && CGO_ENABLED=1 GOBIN=$(BIN)/gazette-flow $(GO) install go.gazette.dev/core/cmd/gazette go.gazette.dev/core/cmd/gazctl
+	rm -f $(BIN)/gazette-flow/.stamp-* && touch $@
+
+gazette-flow: $(FLOW_STAMP)  ## build the Gazette commit Estuary Flow pins (gazette, gazctl) into .bin/gazette-flow/
+
+# Both-brokers tests of the client, gazctl, Spark reads, writes and streams and the read-committed
+# oracle, on the Flow-pinned Gazette ([gazette] ids only; the [embedded] ones ran in `make test`).
+FLOW_SUBSET := tests/integration/test_client.py tests/integration/test_client_heads.py tests/gazette \
+	tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_stream_source.py \
+	tests/spark/test_stream_committed.py tests/oracle/test_read_committed_oracle.py
+
+test-gazette-flow: $(STAMP) $(GAZETTE_STAMP) $(FLOW_STAMP)  ## the both-brokers subset against the Gazette commit Estuary Flow pins
+	GAZETTE_PEER=flow PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -p no:cacheprovider $(FLOW_SUBSET) -k "gazette and not protobuf"
 
 dev-cluster: $(STAMP) $(GAZETTE_STAMP)  ## run a real Gazette cluster (etcd + 3 brokers) on loopback until Ctrl-C
 	$(PY) tests/realgazette.py

@@ -161,7 +161,8 @@ def main() -> int:
             end = json.dumps({"bench/events": persisted[-1].spec.end})
             import floors
             from pyspark_gazette.spark.options import ReadOptions
-            from pyspark_gazette.spark.read.batch import GazetteBatchReader, read_batches, read_partition
+            from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, read_partition
+            from pyspark_gazette.spark.read.partition_reader import read_batches
             from pyspark_gazette.spark.source import untyped_schema
 
             floors.register(spark)

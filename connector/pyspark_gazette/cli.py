@@ -29,6 +29,24 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pyspark_gazette.broker.main import broker_main
+from pyspark_gazette.broker.specs import spec_problems
+from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.client.specs import dump_specs, load_spec_file, spec_to_dict
+from pyspark_gazette.errors import (
+    FragmentError,
+    GazetteError,
+    InvalidInputError,
+    OffsetJumpError,
+    OffsetNotYetAvailableError,
+    TransportError,
+)
+from pyspark_gazette.fragments import FragmentRef
+from pyspark_gazette.protocol import codec_name
+from pyspark_gazette.protocol.auth import mint_token
+from pyspark_gazette.protocol.durations import parse_duration
+from pyspark_gazette.quickstart import packaged_specs, run_quickstart
+
 DEFAULT_ADDRESS = "http://localhost:8080"
 
 
@@ -55,8 +73,6 @@ def _token(args: argparse.Namespace) -> str | None:
     keys = _auth_keys(args)
     if token or not keys:
         return token
-    from pyspark_gazette.errors import InvalidInputError
-    from pyspark_gazette.protocol.auth import mint_token
 
     try:
         return mint_token(keys, _COMMAND_CAPS.get(args.journals_command, "READ|LIST"), None, ttl=3600)
@@ -65,8 +81,6 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _client(args: argparse.Namespace):
-    from pyspark_gazette.client import ClientConfig, JournalClient
-
     address = args.broker_address or os.environ.get("BROKER_ADDRESS") or DEFAULT_ADDRESS
     token = _token(args)
     return JournalClient(
@@ -86,9 +100,6 @@ def _add_broker_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from pyspark_gazette.client.specs import dump_specs, spec_to_dict
-    from pyspark_gazette.protocol import codec_name
-
     with _client(args) as c:
         infos = c.list_journals(args.selector or None)
     if args.format == "yaml":
@@ -105,12 +116,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from pyspark_gazette.client import Change
-    from pyspark_gazette.client.specs import load_spec_file
-    from pyspark_gazette.errors import InvalidInputError
-
     nodes = load_spec_file(args.specs, "-f", stdin=sys.stdin)
-    from pyspark_gazette.broker.specs import spec_problems
 
     problems = [str(p) for n in nodes if not n.delete for p in spec_problems(n.spec)]
     if problems:
@@ -135,8 +141,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    from pyspark_gazette.errors import InvalidInputError
-
     with _client(args) as c:
         if args.file and args.file != "-":
             try:
@@ -215,9 +219,6 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
-    from pyspark_gazette.errors import FragmentError, OffsetJumpError, OffsetNotYetAvailableError, TransportError
-    from pyspark_gazette.fragments import FragmentRef
-
     fail = args.fail_on_data_loss == "true"
     offset, copied = args.offset, 0
     with _client(args) as c:
@@ -271,9 +272,6 @@ def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
 
 
 def cmd_fragments(args: argparse.Namespace) -> int:
-    from pyspark_gazette.fragments import FragmentRef
-    from pyspark_gazette.protocol import codec_name
-
     with _client(args) as c:
         frags = c.list_fragments(args.journal, signature_ttl=60 if args.signed else None)
     rows = [("BEGIN", "END", "CODEC", "MOD_TIME", "STORE", "NAME")]
@@ -296,8 +294,6 @@ def cmd_fragments(args: argparse.Namespace) -> int:
 def checkpoint_offsets(checkpoint: str, source: int = 0) -> tuple[int, dict[str, int]]:
     """The latest committed batch of a Spark streaming checkpoint and its end offsets for the
     ``source``-th source (``{journal: byte offset}``, as the gazette source writes them)."""
-    from pyspark_gazette.errors import InvalidInputError
-
     root = pathlib.Path(checkpoint)
     try:
         done = [int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit()]
@@ -343,10 +339,6 @@ def _utc(seconds: int) -> str:
 
 def cmd_token(args: argparse.Namespace) -> int:
     """Print a token signed with the first of the auth keys (the one thing this CLI prints a secret for)."""
-    from pyspark_gazette.errors import InvalidInputError
-    from pyspark_gazette.protocol.auth import mint_token
-    from pyspark_gazette.protocol.durations import parse_duration
-
     keys = _auth_keys(args)
     if not keys:
         raise InvalidInputError("token: give --auth-keys or set BROKER_AUTH_KEYS")
@@ -369,8 +361,6 @@ def configure_logging(path: str) -> None:
     import logging.config
 
     import yaml
-
-    from pyspark_gazette.errors import InvalidInputError
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -479,12 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "broker":
-        from pyspark_gazette.broker.main import broker_main
-
         return broker_main(argv[1:], prog="pyspark-gazette broker")
     parser = build_parser()
     args = parser.parse_args(argv)
-    from pyspark_gazette.errors import GazetteError
 
     try:
         if args.log_config:
@@ -496,8 +483,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             )
         if args.command == "quickstart":
-            from pyspark_gazette.quickstart import packaged_specs, run_quickstart
-
             if args.print_specs:
                 sys.stdout.write(packaged_specs())
                 return 0

@@ -143,7 +143,7 @@ def test_partition_filters_prune_journals_before_any_read(spark, target):
     from pyspark.sql.datasource import EqualTo
 
     from pyspark_gazette.spark.options import ReadOptions
-    from pyspark_gazette.spark.read.batch import FlowPushdownBatchReader
+    from pyspark_gazette.spark.read.batch_scan import FlowPushdownBatchReader
     from pyspark_gazette.spark.read.plan import GazettePartition
 
     collection, journals = collection_fixture(target, "prune", seed=7)

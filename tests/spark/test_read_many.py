@@ -45,7 +45,7 @@ def read_opts(broker, **options) -> ReadOptions:
 
 
 def planned(broker, schema, **options):
-    from pyspark_gazette.spark.read.batch import GazetteBatchReader
+    from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
 
     return GazetteBatchReader(read_opts(broker, **options), schema).partitions()
 

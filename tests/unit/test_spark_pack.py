@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.message import NDJSON
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.pack import PackedPartition, pack
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment
@@ -19,7 +20,7 @@ def opts(**options: str) -> ReadOptions:
 
 
 def piece(journal: str, begin: int, end: int) -> GazettePartition:
-    return GazettePartition(0, journal, "ndjson", (Segment(journal, begin, end),))
+    return GazettePartition(0, journal, NDJSON, (Segment(journal, begin, end),))
 
 
 def members(part) -> list[GazettePartition]:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pyspark_gazette import testing
 from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE
 from pyspark_gazette.broker.embedded import EmbeddedBroker
+from pyspark_gazette.protocol.auth import KeySet
 
 #: Environment variable holding the auth keys (Gazette's broker reads the same one).
 AUTH_KEYS_ENV = "BROKER_AUTH_KEYS"
@@ -131,8 +132,6 @@ def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark
     storage_options = json.loads(args.storage_options) if args.storage_options else None
     auth_keys = args.auth_keys or os.environ.get(AUTH_KEYS_ENV) or None
     if auth_keys is not None:
-        from pyspark_gazette.protocol.auth import KeySet
-
         try:
             auth_keys = KeySet.parse(auth_keys)
         except ValueError as e:

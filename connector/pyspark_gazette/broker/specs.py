@@ -20,10 +20,12 @@ from pyspark_gazette._fs import fsync_dir
 from pyspark_gazette.broker.fragment import postfix
 from pyspark_gazette.broker.headers import ClusterState, new_nonzero_id
 from pyspark_gazette.errors import SpecError
-from pyspark_gazette.protocol import journals as protocol_journals
+from pyspark_gazette.fragments import parse_store_url
+from pyspark_gazette.protocol import journal_names as protocol_journals
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.durations import duration_seconds
-from pyspark_gazette.protocol.journals import base_journal
+from pyspark_gazette.protocol.journal_names import base_journal
+from pyspark_gazette.protocol.labels import validate_spec_labels
 
 MIN_FRAGMENT_LENGTH, MAX_FRAGMENT_LENGTH = 1024, 1 << 34
 MIN_REFRESH, MAX_REFRESH = 1.0, 24 * 3600.0
@@ -34,7 +36,7 @@ O_RDONLY, O_WRONLY, O_RDWR = 1, 2, 4
 
 
 def validate_journal_name(name: str) -> None:
-    """Gazette's journal-name rules (:mod:`pyspark_gazette.protocol.journals`), plus the broker's
+    """Gazette's journal-name rules (:mod:`pyspark_gazette.protocol.journal_names`), plus the broker's
     store-safety rule: a clean name may still begin with ``..``, which would climb out of a store's prefix."""
     protocol_journals.validate_journal_name(name)
     if name == ".." or name.startswith("../"):
@@ -54,8 +56,6 @@ def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
 
 
 def _validate_labels(labels: pb.LabelSet) -> None:
-    from pyspark_gazette.protocol.labels import validate_spec_labels
-
     try:
         validate_spec_labels(labels)
     except ValueError as e:
@@ -65,7 +65,6 @@ def _validate_labels(labels: pb.LabelSet) -> None:
 def _validate_store(url: str) -> None:
     if not url.endswith("/") and "?" not in url:
         raise SpecError(f"fragment store {url!r}: path must end in '/'")
-    from pyspark_gazette.fragments import parse_store_url
 
     try:
         parse_store_url(url)

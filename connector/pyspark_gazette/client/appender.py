@@ -33,7 +33,7 @@ from pyspark_gazette.errors import (
     error_for_status,
 )
 from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb
-from pyspark_gazette.protocol.journals import base_journal
+from pyspark_gazette.protocol.journal_names import base_journal
 
 log = logging.getLogger(__name__)
 

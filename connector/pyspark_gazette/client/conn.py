@@ -23,7 +23,7 @@ import grpc
 
 from pyspark_gazette.errors import AuthRefusedError, CancelledError, GazetteError, TransportError
 from pyspark_gazette.protocol import pb, pb_grpc
-from pyspark_gazette.protocol.journals import base_journal
+from pyspark_gazette.protocol.journal_names import base_journal
 
 log = logging.getLogger(__name__)
 

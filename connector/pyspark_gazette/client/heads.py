@@ -40,6 +40,7 @@ from typing import TypeVar
 import grpc
 
 from pyspark_gazette.client.conn import Connections, open_aio_channel, parse_address
+from pyspark_gazette.client.reader import RetryReader
 from pyspark_gazette.errors import JournalNotFoundError, OffsetNotYetAvailableError
 from pyspark_gazette.protocol import pb, pb_grpc
 
@@ -72,8 +73,6 @@ def write_head(conns: Connections, journal: str) -> int:
 
 
 def _write_head_retrying(conns: Connections, journal: str) -> int:
-    from pyspark_gazette.client.reader import RetryReader
-
     # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE with
     # the write head, which the reader keeps.
     with RetryReader(conns, journal, -1, metadata_only=True, do_not_proxy=False) as r:

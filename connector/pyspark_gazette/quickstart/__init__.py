@@ -38,6 +38,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from pyspark_gazette.broker import EmbeddedBroker
+from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.client.specs import load_spec_file, load_specs
+from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
+
 #: Package data (``pyspark_gazette/resources``): the journals and Spark's JVM logging set-up.
 SPECS = "quickstart.yaml"
 LOG4J = "log4j2.properties"
@@ -143,9 +148,6 @@ OWN_ENTRIES = frozenset({"broker", "store", "checkpoints", "state.json"})
 def _load_specs(specs: str | os.PathLike[str] | None) -> list[Any]:
     """The journal specs to create: ``specs`` (a file) or the packaged ones; a file must define
     both quickstart journals, as ndjson."""
-    from pyspark_gazette.client.specs import load_spec_file, load_specs
-    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
-
     if specs is None:
         return load_specs(packaged_specs())
     nodes = load_spec_file(str(specs), "--specs")  # InvalidInputError is a ValueError
@@ -186,9 +188,6 @@ def _one_line(e: BaseException) -> str:
 
 
 def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps, nodes: list[Any], specs: str) -> dict[str, Any]:
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import Change, ClientConfig, JournalClient
-
     state = _state(root)
     first_id = state["next_event_id"]
     store = root / "store"

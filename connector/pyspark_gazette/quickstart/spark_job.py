@@ -20,6 +20,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
+from pyspark_gazette.client import JournalClient
+from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.plan import plan
+from pyspark_gazette.spark.resolve import resolve_journals
+
 #: The click events' schema, as the typed reads ask for it.
 CLICK_SCHEMA = (
     "event_id long, ts timestamp, user_id string, country string, page string, device string, duration_ms int"
@@ -254,11 +259,6 @@ class PlannedRead:
 def planned_read(options: dict[str, str]) -> PlannedRead:
     """Plan the read on the driver with the connector's own planner (the same listing snapshot
     logic the data source runs), so the report states what the executors were given to read."""
-    from pyspark_gazette.client import JournalClient
-    from pyspark_gazette.spark.journals import resolve_journals
-    from pyspark_gazette.spark.options import ReadOptions
-    from pyspark_gazette.spark.read.plan import plan
-
     opts = ReadOptions.parse(options)
     with JournalClient(opts.connection.client_config()) as client:
         parts, _ = plan(client, resolve_journals(client, opts.journals, opts.selector), opts)

@@ -22,8 +22,20 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
+from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError
-from pyspark_gazette.spark.options import OPTIONS, STREAM, ReadOptions
+from pyspark_gazette.message import framing_by_name
+from pyspark_gazette.spark.options import OPTIONS, STREAM, ReadOptions, WriteOptions
+from pyspark_gazette.spark.read.batch_scan import (
+    FlowPushdownBatchReader,
+    GazetteBatchReader,
+    GazettePushdownBatchReader,
+)
+from pyspark_gazette.spark.read.flow import collection_schema
+from pyspark_gazette.spark.read.stream import GazetteStreamReader
+from pyspark_gazette.spark.resolve import framing_of, resolve_journals
+from pyspark_gazette.spark.write.batch import GazetteBatchWriter
+from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
 #: Metadata columns of untyped reads with includeMetadata (typed reads prefix them with "_").
 METADATA_COLUMNS = (
@@ -61,37 +73,27 @@ class GazetteDataSource(DataSource):
         return ReadOptions.parse(self.options, streaming=streaming)
 
     def schema(self) -> StructType:
-        from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of, resolve_journals
-
         opts = self._read_options()
         if opts.collection:
             return _collection_schema(opts)
         if opts.framing != "auto":
-            text = opts.framing in TEXT_FRAMINGS
+            text = framing_by_name(opts.framing).text
         else:
-            from pyspark_gazette.client import JournalClient
-
             with JournalClient(opts.connection.client_config()) as client:
                 infos = resolve_journals(client, opts.journals, opts.selector)
             framings = {framing_of(i, opts.framing) for i in infos}
             # No journal matches yet (a selector for journals to come): text values.
-            text = not framings or framings <= TEXT_FRAMINGS
+            text = all(f.text for f in framings)
         return untyped_schema(text, opts.include_metadata)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from pyspark_gazette.spark.read.batch import GazetteBatchReader, GazettePushdownBatchReader
-
         opts = self._read_options(streaming=False)
         cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
         if opts.collection and opts.filter_pushdown:
-            from pyspark_gazette.spark.read.batch import FlowPushdownBatchReader
-
             cls = FlowPushdownBatchReader
         return cls(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from pyspark_gazette.spark.read.stream import GazetteStreamReader
-
         try:
             return GazetteStreamReader(self._read_options(streaming=True), schema)
         except GazetteError as e:
@@ -100,23 +102,14 @@ class GazetteDataSource(DataSource):
             return _FailedStreamReader(e)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from pyspark_gazette.spark.options import WriteOptions
-        from pyspark_gazette.spark.write.batch import GazetteBatchWriter
-
         return GazetteBatchWriter(WriteOptions.parse(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
-
         return GazetteStreamWriter(stream_write_options(self.options), schema, overwrite)
 
 
 def _collection_schema(opts: ReadOptions) -> StructType:
     """The default schema of a ``collection`` read, from its journals' partition labels."""
-    from pyspark_gazette.client import JournalClient
-    from pyspark_gazette.spark.journals import resolve_journals
-    from pyspark_gazette.spark.read.flow import collection_schema
-
     with JournalClient(opts.connection.client_config()) as client:
         infos = resolve_journals(client, opts.journals, opts.selector)
     return collection_schema([(lb.name, lb.value) for lb in i.spec.labels.labels] for i in infos)

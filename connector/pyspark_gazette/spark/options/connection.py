@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pyspark_gazette.client import ClientConfig
+from pyspark_gazette.client.conn import parse_address
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.flow.hosted import BrokerToken
 from pyspark_gazette.spark.options.parsing import parse_duration
 from pyspark_gazette.spark.options.table import option
 
@@ -24,12 +27,8 @@ class Connection:
     hosted: Any = None
 
     def client_config(self, *, direct_reads: bool = True):
-        from pyspark_gazette.client import ClientConfig
-
         token: Any = self.auth_token
         if self.hosted is not None:
-            from pyspark_gazette.flow.hosted import BrokerToken
-
             token = BrokerToken(self.hosted)
         return ClientConfig(
             self.address,
@@ -65,7 +64,6 @@ def connection_from(values: dict[str, Any]) -> Connection:
     address = values.get("broker.address")
     if not address:
         raise OptionError("broker.address", "is required (or set BROKER_ADDRESS), e.g. http://127.0.0.1:8080")
-    from pyspark_gazette.client.conn import parse_address
 
     try:
         parse_address(address)

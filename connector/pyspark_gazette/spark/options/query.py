@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from pyspark_gazette.errors import OptionError, SpecError
-from pyspark_gazette.protocol.journals import base_journal, validate_journal_name
+from pyspark_gazette.errors import OptionError, SelectorError, SpecError
+from pyspark_gazette.message import document_framings, framing_by_name
+from pyspark_gazette.protocol.journal_names import base_journal, validate_journal_name
+from pyspark_gazette.protocol.labels import parse_selector
 from pyspark_gazette.spark.options.connection import Connection, connection_from
 from pyspark_gazette.spark.options.flow import collection_values, with_hosted
 from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, parse
 from pyspark_gazette.spark.options.table import READ, STREAM, WRITE, option
+from pyspark_gazette.spark.options.templates import spec_template
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +69,6 @@ class ReadOptions:
                 else "is required: give journals (comma-separated names, or a load() path) or a selector",
             )
         if v.get("selector"):
-            from pyspark_gazette.errors import SelectorError
-            from pyspark_gazette.protocol.labels import parse_selector
-
             try:
                 parse_selector(v["selector"])
             except SelectorError as e:
@@ -170,13 +170,12 @@ class WriteOptions:
         v = parse(options, WRITE, env)
         if not v["uuidPointer"].startswith("/"):
             raise OptionError("uuidPointer", f"a JSON pointer starts with '/', got {v['uuidPointer']!r}")
-        if v["transactional"] and v["framing"] not in ("auto", "ndjson"):
+        if v["transactional"] and v["framing"] != "auto" and not framing_by_name(v["framing"]).json_documents:
             raise OptionError(
-                "transactional", f"needs ndjson framing (message UUIDs live in JSON documents), not {v['framing']}"
+                "transactional",
+                f"needs {document_framings()} framing (message UUIDs live in JSON documents), not {v['framing']}",
             )
         if v.get("createJournals"):
-            from pyspark_gazette.spark.journals import spec_template
-
             spec_template(v["createJournals"])  # validate now, at planning time
         return cls(
             connection=connection_from(v),

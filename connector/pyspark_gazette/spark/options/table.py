@@ -10,12 +10,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pyspark_gazette.message import framings
+
 READ, STREAM, WRITE = "read", "stream", "write"
 ALL = frozenset({READ, STREAM, WRITE})
 READS = frozenset({READ, STREAM})
 ENV_PREFIX = "PYSPARK_GAZETTE_"
 
-FRAMINGS = ("auto", "ndjson", "protobuf-fixed", "csv", "lines")
+#: The ``framing`` option's choices: ``auto`` and every registered framing (:mod:`pyspark_gazette.message`).
+FRAMINGS = ("auto", *(f.name for f in framings()))
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 
 
@@ -210,7 +213,7 @@ OPTIONS: tuple[Option, ...] = (
         "enum",
         "auto",
         "Message framing. `auto` uses each journal's `content-type` label "
-        "(application/x-ndjson, application/x-protobuf-fixed, text/csv, text/plain).",
+        f"({', '.join(f.content_type for f in framings())}).",
         choices=FRAMINGS,
     ),
     Option(

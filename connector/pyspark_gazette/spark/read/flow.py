@@ -2,7 +2,7 @@
 
 A ``collection`` read (:mod:`~pyspark_gazette.spark.options.flow`) builds its record batches
 with :class:`FlowOutputBuilder` instead of the plain
-:class:`~pyspark_gazette.spark.read.batches.OutputBuilder`:
+:class:`~pyspark_gazette.spark.read.arrow_output.OutputBuilder`:
 
 - it drops ACK documents (they commit transactions; never data) and, unless
   ``collection.controlDocuments=true``, Flow's control documents (UUID flag CONTROL, 0x4);
@@ -35,10 +35,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyspark_gazette.errors import OptionError
 from pyspark_gazette.flow.documents import is_ack, is_control, meta_op
 from pyspark_gazette.flow.labels import label_partitions, name_partitions
+from pyspark_gazette.message import Framing
 from pyspark_gazette.message.uuids import clock_to_micros
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.arrow_output import OutputBuilder, is_untyped, uuid_parts
 from pyspark_gazette.spark.read.segments import Messages
 
 PUBLISHED_AT = "flow_published_at"
@@ -75,9 +78,7 @@ def collection_schema(journal_labels: Iterable[Iterable[tuple[str, str]]], text_
     return StructType(fields)
 
 
-def _flags_and_clocks(msgs: Messages, framing: str, opts: ReadOptions) -> list[tuple[int, int] | None]:
-    from pyspark_gazette.spark.read.batches import uuid_parts
-
+def _flags_and_clocks(msgs: Messages, framing: Framing, opts: ReadOptions) -> list[tuple[int, int] | None]:
     return [(p[2], p[1]) if p else None for p in uuid_parts(msgs.values, framing, opts.uuid_pointer, opts.uuid_field)]
 
 
@@ -87,8 +88,6 @@ def _partition_array(value: Any, dtype: pa.DataType, n: int, journal: str, colum
     try:
         return pa.array([value] * n, dtype)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        from pyspark_gazette.errors import OptionError
-
         raise OptionError(
             "schema",
             f"column {column!r} is a logical partition of journal {journal!r} with value {value!r}, "
@@ -99,7 +98,7 @@ def _partition_array(value: Any, dtype: pa.DataType, n: int, journal: str, colum
 class FlowOutputBuilder:
     """Builds one partition's record batches for a ``collection`` read (see the module doc)."""
 
-    def __init__(self, schema: StructType, opts: ReadOptions, framing: str):
+    def __init__(self, schema: StructType, opts: ReadOptions, framing: Framing):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.schema, self.opts, self.framing = schema, opts, framing
@@ -115,8 +114,6 @@ class FlowOutputBuilder:
         """The plain builder of the schema's other columns (plus an offset column to align by)."""
         hit = self._builders.get(partition_columns)
         if hit is None:
-            from pyspark_gazette.spark.read.batches import OutputBuilder, is_untyped
-
             rest = [f for f in self.schema.fields if f.name not in FLOW_COLUMNS and f.name not in partition_columns]
             probe = StructType(rest) if rest else StructType([StructField("offset", LongType(), False)])
             offset = "offset" if is_untyped(probe) else "_offset"

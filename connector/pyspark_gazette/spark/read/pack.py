@@ -39,8 +39,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
+from pyspark_gazette.protocol import pb
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.arrow_output import OutputBuilder
+from pyspark_gazette.spark.read.partition_reader import read_batches
 from pyspark_gazette.spark.read.plan import GazettePartition
+from pyspark_gazette.spark.read.segments import connections, read_from
 
 #: Concurrent reads inside one packed partition (each is mostly waiting on a socket or a file).
 READ_THREADS = 4
@@ -182,8 +186,6 @@ def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 def _read_all(
     member: GazettePartition, opts: ReadOptions, schema: StructType, content: bytes | None = None, builder=None
 ) -> list[pa.RecordBatch]:
-    from pyspark_gazette.spark.read.batch import read_batches
-
     return list(read_batches(member, opts, schema, content, builder))
 
 
@@ -192,7 +194,7 @@ def _prefetchable(member: GazettePartition) -> bool:
     return (
         len(member.segments) == 1
         and member.segments[0].fragment is None
-        and member.framing in ("ndjson", "lines")
+        and member.framing.newline_split
         and 0 < member.length <= PREFETCH_BYTES
     )
 
@@ -209,9 +211,6 @@ class _Prefetch:
     """
 
     def __init__(self, member: GazettePartition, opts: ReadOptions, schema: StructType, builders: dict):
-        from pyspark_gazette.protocol import pb
-        from pyspark_gazette.spark.read.segments import connections, read_from
-
         self.member, self.opts, self.schema = member, opts, schema
         self.builders = builders  # OutputBuilders by framing, shared by the partition's prefetches
         seg = member.segments[0]
@@ -229,8 +228,6 @@ class _Prefetch:
             self.call.cancel()
 
     def result(self) -> list[pa.RecordBatch]:
-        from pyspark_gazette.spark.read.batches import OutputBuilder
-
         content = self._content()
         if content is None:
             return _read_all(self.member, self.opts, self.schema)
@@ -241,8 +238,6 @@ class _Prefetch:
         return _read_all(self.member, self.opts, self.schema, content, builder)
 
     def _content(self) -> bytes | None:
-        from pyspark_gazette.protocol import pb
-
         if self.call is None:
             return None
         chunks: list[bytes] = []

@@ -1,9 +1,9 @@
-"""Batch reads: ``spark.read.format("gazette")``.
+"""Batch reads: ``spark.read.format("gazette")`` (the driver side, and the reader's dispatch).
 
 The driver resolves the journals (List), takes one fragment-listing snapshot per journal and
 plans partitions (:mod:`pyspark_gazette.spark.read.plan`), packing small journals together
 (:mod:`pyspark_gazette.spark.read.pack`); executors read them
-(:mod:`pyspark_gazette.spark.read.segments`) and yield Arrow batches (:mod:`pyspark_gazette.spark.read.batches`).
+(:mod:`pyspark_gazette.spark.read.partition_reader`) and yield Arrow batches.
 
 With ``filterPushdown=true`` (and Spark's ``spark.sql.python.filterPushdown.enabled``), filters
 on ``journal`` (``=``, ``IN``, ``LIKE 'prefix%'``) choose the journals, and filters on
@@ -18,53 +18,27 @@ import dataclasses
 import datetime as _dt
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from pyspark_gazette.client import JournalClient
+from pyspark_gazette.flow.labels import name_partitions
+from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.plan import GazettePartition
-
-if TYPE_CHECKING:
-    from pyspark_gazette.spark.read.batches import OutputBuilder
+from pyspark_gazette.spark.read.arrow_output import is_untyped
+from pyspark_gazette.spark.read.flow import FLOW_COLUMNS, predicate_of
+from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
+from pyspark_gazette.spark.read.partition_reader import read_batches
+from pyspark_gazette.spark.read.plan import GazettePartition, plan
+from pyspark_gazette.spark.resolve import resolve_journals
 
 log = logging.getLogger(__name__)
 
 
-def read_batches(
-    part: GazettePartition,
-    opts: ReadOptions,
-    schema: StructType,
-    content: bytes | None = None,
-    builder: OutputBuilder | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """The record batches of one partition (shared by batch and streaming reads); ``content``:
-    a one-segment partition's bytes, prefetched (:mod:`~pyspark_gazette.spark.read.pack`);
-    ``builder``: an :class:`OutputBuilder` of ``schema`` for ``part``'s framing to reuse (building
-    one costs more than a one-message piece)."""
-    from pyspark_gazette.spark.read.batches import CommittedFilter, OutputBuilder
-    from pyspark_gazette.spark.read.segments import partition_messages
-
-    if builder is None:
-        builder = OutputBuilder(schema, opts, part.framing)
-    committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
-    for msgs in partition_messages(part, opts, content):
-        if committed is not None:
-            kept = committed.filter(msgs)
-            if kept is None:
-                continue
-            msgs = kept
-        batch = builder.build(part.journal, msgs)
-        if batch is not None and batch.num_rows:
-            yield batch
-
-
 def read_partition(part: InputPartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
     """The record batches of a one-journal or a packed partition."""
-    from pyspark_gazette.spark.read.pack import PackedPartition, read_packed
-
     if isinstance(part, PackedPartition):
         yield from read_packed(part, opts, schema)
         return
@@ -98,11 +72,6 @@ class GazetteBatchReader(DataSourceReader):
         self.pruning = Pruning()
 
     def partitions(self) -> Sequence[InputPartition]:
-        from pyspark_gazette.client import JournalClient
-        from pyspark_gazette.spark.journals import resolve_journals
-        from pyspark_gazette.spark.read.pack import pack
-        from pyspark_gazette.spark.read.plan import plan
-
         with JournalClient(self.opts.connection.client_config()) as client:
             infos = [
                 i
@@ -120,7 +89,7 @@ class GazetteBatchReader(DataSourceReader):
             sum(p.length for p in packed),
         )
         # Spark needs at least one partition; an empty one reads nothing.
-        return packed or [GazettePartition(0, "", "lines", ())]
+        return packed or [GazettePartition(0, "", LINES, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(partition, self.opts, self.schema)
@@ -139,8 +108,6 @@ class GazettePushdownBatchReader(GazetteBatchReader):
             LessThanOrEqual,
             StringStartsWith,
         )
-
-        from pyspark_gazette.spark.read.batches import is_untyped
 
         untyped = is_untyped(self.schema)
         journal_col = "journal" if untyped else "_journal"
@@ -223,8 +190,6 @@ class FlowPruning(Pruning):
         self.partition_predicates: list = []
 
     def keep_journal(self, name: str) -> bool:
-        from pyspark_gazette.flow.labels import name_partitions
-
         if not super().keep_journal(name):
             return False
         if not self.partition_predicates:
@@ -244,8 +209,6 @@ class FlowPushdownBatchReader(GazettePushdownBatchReader):
         self.pruning = FlowPruning()
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802
-        from pyspark_gazette.spark.read.flow import FLOW_COLUMNS, predicate_of
-
         columns = {f.name for f in self.schema.fields if f.name not in FLOW_COLUMNS and f.name not in _BASE_COLUMNS}
         rest = []
         for f in filters:

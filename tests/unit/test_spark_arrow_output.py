@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
+from pyspark_gazette.message import LINES, NDJSON
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batches import OutputBuilder, is_untyped
+from pyspark_gazette.spark.read.arrow_output import OutputBuilder, is_untyped
 from pyspark_gazette.spark.read.segments import Messages
 
 OPTS = ReadOptions.parse({"broker.address": "http://127.0.0.1:1", "journals": "bench/events"})
@@ -46,7 +47,7 @@ def _schema(ddl: str) -> StructType:
         ),
     ],
 )
-@pytest.mark.parametrize("framing", ["ndjson", "lines"])
+@pytest.mark.parametrize("framing", [NDJSON, LINES], ids=str)
 def test_subset_of_the_untyped_columns_reads_raw(ddl, expected, framing):
     schema = _schema(ddl)
     assert is_untyped(schema)
@@ -71,7 +72,7 @@ def test_subset_of_the_untyped_columns_reads_raw(ddl, expected, framing):
 def test_other_schemas_stay_typed(ddl):
     schema = _schema(ddl)
     assert not is_untyped(schema)
-    assert OutputBuilder(schema, OPTS, "ndjson").typed_decoder is not None
+    assert OutputBuilder(schema, OPTS, NDJSON).typed_decoder is not None
 
 
 def test_default_untyped_schemas_still_raw():
@@ -81,5 +82,5 @@ def test_default_untyped_schemas_still_raw():
         for meta in (True, False):
             schema = untyped_schema(text, meta)
             assert is_untyped(schema)
-            batch = OutputBuilder(schema, OPTS, "ndjson").build("a/b", _messages())
+            batch = OutputBuilder(schema, OPTS, NDJSON).build("a/b", _messages())
             assert batch.schema.names == schema.names
