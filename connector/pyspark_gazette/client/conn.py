@@ -167,6 +167,14 @@ class Connections:
                 ch = self._channels[endpoint] = _open_channel(parse_address(endpoint))
             return ch
 
+    def drop_channel(self, endpoint: str) -> None:
+        """Close ``endpoint``'s channel (its connection was found dead); the next call opens a new one."""
+        with self._lock:
+            ch = self._channels.pop(endpoint, None)
+            self._stubs.pop(endpoint, None)
+        if ch is not None:
+            ch.close()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

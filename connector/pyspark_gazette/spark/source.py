@@ -76,6 +76,10 @@ class GazetteDataSource(DataSource):
         opts = self._read_options()
         if opts.collection:
             return _collection_schema(opts)
+        if opts.infer_schema:
+            from pyspark_gazette.spark.read.infer import infer_schema
+
+            return infer_schema(opts)
         if opts.framing != "auto":
             text = framing_by_name(opts.framing).text
         else:

@@ -49,6 +49,8 @@ class ReadOptions:
     watch_write_heads: str = "auto"  # auto | true | false
     collection: str | None = None  # an Estuary Flow collection (spark/options/flow.py)
     control_documents: bool = False  # with collection: return Flow's control documents too
+    infer_schema: bool = False
+    sampling_bytes: int = 4 << 20
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -135,6 +137,8 @@ class ReadOptions:
             watch_write_heads=v.get("watchWriteHeads") or "auto",
             collection=v.get("collection"),
             control_documents=bool(v.get("collection.controlDocuments")),
+            infer_schema=bool(v.get("inferSchema")),
+            sampling_bytes=v.get("samplingBytes") or option("samplingBytes").default,
         )
 
 

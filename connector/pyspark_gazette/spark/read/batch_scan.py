@@ -27,6 +27,7 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.flow.labels import name_partitions
 from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read import pack as pack_module
 from pyspark_gazette.spark.read.arrow_output import is_untyped
 from pyspark_gazette.spark.read.flow import FLOW_COLUMNS, predicate_of
 from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
@@ -81,7 +82,10 @@ class GazetteBatchReader(DataSourceReader):
                 if self.pruning.keep_journal(i.name)
             ]
             parts, ranges = plan(client, infos, self.opts)
-        packed = pack(prune(parts, self.pruning), self.opts)
+        opts = self.opts
+        if opts.min_partitions is None:  # spread the bytes over the cores, like Spark's file sources
+            opts = dataclasses.replace(opts, min_partitions=pack_module.default_parallelism())
+        packed = pack(pack_module.split(prune(parts, self.pruning), opts), opts)
         log.info(
             "planned %d partitions over %d journals (%d bytes)",
             len(packed),
