@@ -105,6 +105,9 @@ class FlowOutputBuilder:
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self._builders: dict[frozenset[str], tuple[Any, str]] = {}
         self._malformed = 0
+        #: None: the reader hands this builder each piece as read (the Flow columns need the
+        #: pieces' own messages), not pieces joined into parse units.
+        self.typed_decoder = None
 
     @property
     def malformed(self) -> int:
