@@ -214,6 +214,8 @@ class Connections:
 
     def metadata(self) -> list[tuple[str, str]] | None:
         token = self.config.auth_token
+        if callable(token):  # a token that renews itself (e.g. flow/hosted.py's BrokerToken)
+            token = token()
         return [("authorization", f"Bearer {token}")] if token else None
 
     def call_kwargs(self, timeout: float | None = None) -> dict[str, Any]:

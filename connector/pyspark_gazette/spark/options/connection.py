@@ -8,6 +8,7 @@ from typing import Any
 from pyspark_gazette.client import ClientConfig
 from pyspark_gazette.client.conn import parse_address, split_addresses
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.flow.hosted import BrokerToken
 from pyspark_gazette.fragments.stores import STORES
 from pyspark_gazette.spark.options.parsing import parse_duration
 from pyspark_gazette.spark.options.table import option
@@ -23,11 +24,16 @@ class Connection:
     file_root: str | None = None
     storage: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
     broker_timeout: float | None = 300.0
+    #: An Estuary-hosted collection's authorization (flow/hosted.py): its broker token renews itself.
+    hosted: Any = None
 
     def client_config(self, *, direct_reads: bool = True):
+        token: Any = self.auth_token
+        if self.hosted is not None:
+            token = BrokerToken(self.hosted)
         return ClientConfig(
             self.address,
-            auth_token=self.auth_token,
+            auth_token=token,
             file_root=self.file_root,
             direct_reads=direct_reads,
             zone=self.zone,
