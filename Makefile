@@ -11,13 +11,29 @@ STAMP := $(VENV)/.installed
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# Two installs into one venv: the quickstart needs only the package and its runtime dependencies
+# (RUN_STAMP, ~35 packages); tests, lint and docs need the dev toolchain too (STAMP, ~370 packages).
+# pip's own output shows what is being fetched; the lines before it say how long to expect.
+RUN_STAMP := $(VENV)/.installed-run
+
+$(VENV)/bin/python:
+	@echo "==> creating $(VENV) (a Python virtualenv for this checkout)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
-	touch $(STAMP)
 
-quickstart: $(STAMP)  ## run the quickstart on an embedded broker (the main job)
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	@echo "==> installing pyspark-gazette and its runtime dependencies into $(VENV) (pyspark, pyarrow, grpcio, ...):"
+	@echo "    first run only; about 500 MB to download (pyspark is most of it), typically 1-3 minutes"
+	$(PY) -m pip install --progress-bar off -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	@echo "==> installing pyspark-gazette with its development tools into $(VENV) (tests, lint, docs, notebooks):"
+	@echo "    first run only; about 370 packages, typically 5-6 minutes"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(RUN_STAMP) $(STAMP)
+
+quickstart: $(RUN_STAMP)  ## run the quickstart on an embedded broker (the main job)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(VENV)/bin/pyspark-gazette quickstart --data-dir .gazette/quickstart
 
 # Real Gazette (the test peer): gazette and gazctl at the version pinned in the Go peer's go.mod,

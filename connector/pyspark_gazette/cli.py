@@ -29,12 +29,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pyspark_gazette import _forks  # noqa: F401  (first: before anything imports gRPC)
 from pyspark_gazette.broker.main import broker_main
-from pyspark_gazette.broker.specs import spec_problems
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.client.heads import write_head
 from pyspark_gazette.client.specs import dump_specs, load_spec_file, spec_to_dict
 from pyspark_gazette.errors import (
     FragmentError,
+    FramingError,
     GazetteError,
     InvalidInputError,
     OffsetJumpError,
@@ -42,12 +44,18 @@ from pyspark_gazette.errors import (
     TransportError,
 )
 from pyspark_gazette.fragments import FragmentRef
+from pyspark_gazette.message import framing_for_content_type
 from pyspark_gazette.protocol import codec_name
 from pyspark_gazette.protocol.auth import mint_token
 from pyspark_gazette.protocol.durations import parse_duration
+from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
+from pyspark_gazette.protocol.specs import spec_problems
 from pyspark_gazette.quickstart import packaged_specs, run_quickstart
 
 DEFAULT_ADDRESS = "http://localhost:8080"
+#: ``--broker.timeout`` when not given: long enough for a broker restart or a route change, short
+#: enough that a wrong address is reported while the user still waits at the terminal.
+DEFAULT_BROKER_TIMEOUT = "1m"
 
 
 #: Capabilities a token minted from --broker.auth-keys grants, per journals command (as gazctl
@@ -83,13 +91,34 @@ def _token(args: argparse.Namespace) -> str | None:
 def _client(args: argparse.Namespace):
     address = args.broker_address or os.environ.get("BROKER_ADDRESS") or DEFAULT_ADDRESS
     token = _token(args)
-    return JournalClient(
-        ClientConfig(address, auth_token=token, file_root=args.file_root, direct_reads=bool(args.file_root))
-    )
+    try:
+        config = ClientConfig(
+            address,
+            auth_token=token,
+            file_root=args.file_root,
+            direct_reads=bool(args.file_root),
+            broker_timeout=_broker_timeout(args),
+        )
+    except ValueError as e:
+        raise InvalidInputError(f"--broker.address: {e}") from None
+    return JournalClient(config)
+
+
+def _broker_timeout(args: argparse.Namespace) -> float | None:
+    """``--broker.timeout`` in seconds (None: retry forever, for ``0``)."""
+    try:
+        seconds = parse_duration(args.broker_timeout, where="--broker.timeout")
+    except ValueError as e:
+        raise InvalidInputError(str(e)) from None
+    if seconds < 0:
+        raise InvalidInputError(f"--broker.timeout: {args.broker_timeout!r} is negative")
+    return seconds or None
 
 
 def _add_broker_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker.address", dest="broker_address", help="broker URL (env BROKER_ADDRESS)")
+    p.add_argument(
+        "--broker.address", dest="broker_address", help="broker URL, or several comma-separated (env BROKER_ADDRESS)"
+    )
     p.add_argument("--broker.auth-token", "--auth-token", dest="auth_token", help="bearer JWT (env BROKER_AUTH_TOKEN)")
     p.add_argument(
         "--broker.auth-keys",
@@ -97,6 +126,13 @@ def _add_broker_flags(p: argparse.ArgumentParser) -> None:
         help="base64 keys to sign a token with instead, as gazctl (env BROKER_AUTH_KEYS)",
     )
     p.add_argument("--file-root", help="local mount of the brokers' file:// stores, for direct fragment reads")
+    p.add_argument(
+        "--broker.timeout",
+        dest="broker_timeout",
+        default=DEFAULT_BROKER_TIMEOUT,
+        help="how long to keep retrying while no broker answers (wrong address, broker down), e.g. 30s, 5m; "
+        "then exit 1 (0 = forever; default %(default)s, as the Spark option broker.timeout)",
+    )
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -220,8 +256,16 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
     fail = args.fail_on_data_loss == "true"
-    offset, copied = args.offset, 0
+    copied = 0
     with _client(args) as c:
+        start = _start_offset(c, args)
+        if start is None:
+            return 0  # --offset -1 without --block: the write head, where nothing is left to read
+        # A start inside a message of a text framing: read from a byte before it and drop the
+        # partial message through its newline (the Spark source's rule); at a message boundary the
+        # byte before is that newline and nothing is dropped.
+        partial = start > 0 and not args.exact_offset and _text_framing(c, args.journal)
+        offset = start - 1 if partial else start
         while True:
             resume: int | None = None
             with c.retry_reader(args.journal, offset, end_offset=args.end_offset, block=args.block) as r:
@@ -263,12 +307,55 @@ def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
                         continue
                     if not data:
                         return 0
+                    if partial:
+                        newline = data.find(b"\n")
+                        if newline < 0:
+                            continue
+                        if newline:
+                            print(
+                                f"note: offset {start} is inside a message of {args.journal!r}; reading from the next "
+                                f"message, at offset {r.offset - len(data) + newline + 1} (--exact-offset reads from "
+                                f"{start} as given)",
+                                file=sys.stderr,
+                            )
+                        partial, data = False, data[newline + 1 :]
+                        if not data:
+                            continue
                     out.write(data)
                     out.flush()
                     copied += len(data)
             offset = resume
             if args.end_offset and offset >= args.end_offset:
                 return 0
+
+
+def _start_offset(c: Any, args: argparse.Namespace) -> int | None:
+    """Where ``journals read`` starts, by the Spark source's rules: ``-1`` is the write head (None
+    when not blocking: nothing to read there), and an offset beyond the write head is refused."""
+    if args.offset < -1:
+        raise InvalidInputError(f"--offset {args.offset}: expected an offset >= 0, or -1 for the write head")
+    if args.offset == -1 and args.block:
+        return -1  # the broker starts a blocking read at its write head
+    head = write_head(c.conns, args.journal)  # JOURNAL_NOT_FOUND is raised here
+    if args.offset == -1:
+        return None
+    if args.offset > head:
+        raise InvalidInputError(
+            f"--offset {args.offset} of journal {args.journal!r} is beyond its write head {head} "
+            "(-1 reads from the write head)"
+        )
+    return int(args.offset)
+
+
+def _text_framing(c: Any, journal: str) -> bool:
+    """Whether ``journal``'s content type frames messages by newlines (a line-based framing, as
+    the Spark source skips to the next message in; a journal without a known framing is copied
+    byte for byte)."""
+    types = label_values(c.get_journal(journal).spec.labels, CONTENT_TYPE)
+    try:
+        return bool(types) and framing_for_content_type(types[0]).line_based
+    except FramingError:
+        return False
 
 
 def cmd_fragments(args: argparse.Namespace) -> int:
@@ -440,7 +527,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = jsub.add_parser("read", help="read a journal to stdout")
     _add_broker_flags(p)
     p.add_argument("-j", "--journal", required=True)
-    p.add_argument("--offset", type=int, default=0, help="start offset; -1 = the write head")
+    p.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        help="start offset; -1 = the write head (nothing to read without --block); an offset beyond the write "
+        "head is an error, and one inside a message starts at the next message, as in the Spark source",
+    )
+    p.add_argument(
+        "--exact-offset",
+        action="store_true",
+        help="copy bytes from --offset as given, even from inside a message",
+    )
     p.add_argument("--end-offset", type=int, default=0, help="stop before this offset (0 = no bound)")
     p.add_argument("--block", action="store_true", help="wait for new content instead of stopping at the write head")
     p.add_argument(
@@ -472,6 +570,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return broker_main(argv[1:], prog="pyspark-gazette broker")
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except Exception as e:  # one line, not a traceback; -v shows the traceback
+        if args.verbose:
+            raise
+        print(f"error: {one_line(e)} (-v shows the traceback)", file=sys.stderr)
+        return 1
+
+
+def one_line(e: BaseException) -> str:
+    """An unexpected error as one line: its type and the first line of its message."""
+    if isinstance(e, OSError) and e.strerror:
+        where = f"{e.filename}: " if e.filename else ""
+        return f"{where}{e.strerror}"
+    text = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _run(args: argparse.Namespace) -> int:
 
     try:
         if args.log_config:

@@ -242,6 +242,11 @@ class AuthRefusedError(TransportError, AuthError):
     or, for Apply, does not cover the journal). Never retried; the token is never quoted."""
 
 
+class FlowAuthorizationError(AuthError):
+    """Estuary's control plane did not authorize a hosted collection (``flow.*`` options): the
+    message names the collection and the answer (HTTP status and body); tokens are never quoted."""
+
+
 # --------------------------------------------------------------------------------------------
 # Input validation.
 

@@ -7,7 +7,12 @@ Production code calls these at fixed points; each is a no-op unless a test armed
 * :data:`FAIL_FIRST_ATTEMPT_ENV` / :func:`fail_first_attempt_after`: the first attempt of write
   partition 0 fails after appending some rows (the retry and exactly-once tests);
 * ``--test-hold-dir`` (:func:`add_broker_arguments`) / :func:`hold_rpc`: the broker parks a Read
-  or Append RPC after its first content until it stops (tests/spark/test_faults_broker.py).
+  or Append RPC after its first content until it stops (tests/spark/test_faults_broker.py);
+* :func:`arm_settle_wait` / :func:`settle_waiting`: a marker file written when planning starts
+  waiting out a hole of a journal's listing (client/settle.py; tests/spark/test_read_holes.py);
+* :func:`arm_read_hold` / :func:`read_hold`: an executor's broker Read of a journal pauses after
+  its first content, with its RPC open, until the test releases it (the failover tests kill
+  brokers or etcd exactly then).
 """
 
 from __future__ import annotations
@@ -81,3 +86,100 @@ def hold_rpc(core: Any, what: str, journal: str) -> None:
     with core.changed:
         while not core.stopping:
             core.changed.wait(1.0)
+
+
+#: Folder of the settle hook's files (a fixed place: planning runs in Spark's Python workers,
+#: which neither share the test's memory nor see environment variables set after Spark started).
+SETTLE_DIR = os.path.join(tempfile.gettempdir(), "pyspark-gazette-testing-settle")
+
+
+def _settle_name(journal: str) -> str:
+    return journal.replace("/", "%2F")
+
+
+def arm_settle_wait(journal: str) -> str:
+    """Arm :func:`settle_waiting` for ``journal``: returns the path of the marker file it will
+    create when planning starts waiting on a hole of that journal."""
+    os.makedirs(SETTLE_DIR, exist_ok=True)
+    armed = os.path.join(SETTLE_DIR, _settle_name(journal) + ".armed")
+    open(armed, "w").close()
+    marker = os.path.join(SETTLE_DIR, _settle_name(journal) + ".waiting")
+    if os.path.exists(marker):
+        os.unlink(marker)
+    return marker
+
+
+def disarm_settle_wait(journal: str) -> None:
+    for suffix in (".armed", ".waiting"):
+        try:
+            os.unlink(os.path.join(SETTLE_DIR, _settle_name(journal) + suffix))
+        except FileNotFoundError:
+            pass
+
+
+def settle_waiting(journal: str, holes: list[tuple[int, int]]) -> None:
+    """Called by client/settle.py as planning starts waiting on ``holes`` of ``journal``: writes
+    the marker (the PID and the holes) when :func:`arm_settle_wait` armed the journal."""
+    base = os.path.join(SETTLE_DIR, _settle_name(journal))
+    if not os.path.exists(base + ".armed"):
+        return
+    log.warning("planning waits on offsets %s of %r (test hook)", holes, journal)
+    draft = f"{base}.{os.getpid()}.draft"
+    with open(draft, "w") as f:
+        f.write(f"{os.getpid()} {holes}")
+    os.replace(draft, base + ".waiting")
+
+
+def _read_hold_base(journal: str) -> str:
+    return os.path.join(SETTLE_DIR, _settle_name(journal) + ".read")
+
+
+def arm_read_hold(journal: str) -> tuple[str, str]:
+    """Arm :func:`read_hold` for ``journal``: returns (the marker the held reader writes, the
+    file whose creation releases it)."""
+    os.makedirs(SETTLE_DIR, exist_ok=True)
+    base = _read_hold_base(journal)
+    for suffix in ("-held", "-release"):
+        if os.path.exists(base + suffix):
+            os.unlink(base + suffix)
+    open(base + "-armed", "w").close()
+    return base + "-held", base + "-release"
+
+
+def release_read_hold(journal: str) -> None:
+    base = _read_hold_base(journal)
+    open(base + "-release", "w").close()
+
+
+def disarm_read_hold(journal: str) -> None:
+    base = _read_hold_base(journal)
+    for suffix in ("-armed", "-held", "-release"):
+        try:
+            os.unlink(base + suffix)
+        except FileNotFoundError:
+            pass
+
+
+def read_hold(journal: str, offset: int, end: int, endpoint: str) -> None:
+    """Called by an executor's broker read of ``journal`` after its first content (now at
+    ``offset`` of a segment ending at ``end``, its Read RPC open on ``endpoint``). When armed,
+    the first reader to get here writes the marker (PID, offsets, endpoint) and waits for the
+    release file (at most 10 minutes); others go on."""
+    base = _read_hold_base(journal)
+    if not os.path.exists(base + "-armed"):
+        return
+    draft = f"{base}.{os.getpid()}.{threading.get_ident()}.draft"
+    with open(draft, "w") as f:
+        f.write(f"{os.getpid()} {offset} {end} {endpoint}")
+    try:
+        os.link(draft, base + "-held")  # once: later readers go on
+    except FileExistsError:
+        return
+    finally:
+        os.unlink(draft)
+    log.warning("holding a read of %r at offset %d with its RPC open (test hook)", journal, offset)
+    import time
+
+    deadline = time.monotonic() + 600
+    while not os.path.exists(base + "-release") and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -56,3 +56,47 @@ def fill(client, journal: str, batches: int, per_batch: int, start: int = 0) -> 
         rows.extend(chunk)
     wait_persisted(client, journal)
     return rows
+
+
+#: Events appended as one piece (about 4 MB): one task's broker Read of them streams many chunks,
+#: so a read held after its first chunk has its RPC open when its worker dies.
+BIG_READ = 100_000
+
+
+def read_through_a_worker_kill(cluster, journal: str, df, deadline: float = 300) -> list:
+    """Collect ``df`` (a batch read of ``journal`` through the brokers) while the worker whose
+    task is reading ``journal`` dies mid-Read: the task's read is held after its first chunk
+    (testing.read_hold, whose marker names its PID and offsets), its worker's process tree is
+    SIGKILLed, and Spark runs the task again on the surviving executor. Returns the rows."""
+    import os
+    import threading
+
+    from pyspark_gazette import testing
+
+    held, _ = testing.arm_read_hold(journal)
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["rows"] = df.collect()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            out["error"] = e
+
+    thread = threading.Thread(target=run, name="reader", daemon=True)
+    thread.start()
+    try:
+        end = time.monotonic() + deadline
+        while not os.path.exists(held):
+            assert thread.is_alive(), out.get("error", "the read ended without a broker read of " + journal)
+            assert time.monotonic() < end, f"no task read {journal} through a broker"
+            time.sleep(0.05)
+        pid, offset, seg_end, _ = open(held).read().split()
+        assert int(offset) < int(seg_end)  # the task's Read RPC is mid-segment
+        worker = cluster.worker_of(int(pid))
+        assert int(pid) in worker.kill()
+        thread.join(deadline)
+        assert not thread.is_alive(), "the read did not finish after the worker died"
+    finally:
+        testing.disarm_read_hold(journal)
+    assert "error" not in out, out["error"]
+    return out["rows"]

@@ -3,7 +3,8 @@
 Etcd and two ``gazette serve`` brokers (tests/realgazette.py) bind and advertise the test
 network's driver-side address and require tokens (``--broker.auth-keys``); fragments persist to
 moto's S3 on the same network. Executors on the worker hosts read the persisted fragments
-straight from S3 and append through the brokers.
+straight from S3 and append through the brokers; a worker dies while its task reads through a
+Gazette broker.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from pyspark_gazette.message import NDJSON
 from pyspark_gazette.protocol.auth import APPEND, LIST, READ, mint_token
 
-from .helpers import KEY, S3_KEYS, fill, journal_spec
+from .helpers import BIG_READ, KEY, S3_KEYS, events, fill, journal_spec, ndjson, read_through_a_worker_kill
+from .test_cluster_kills import revive  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow
 
@@ -96,3 +98,21 @@ def test_read_and_write_against_real_gazette(spark, gazette, s3, network):
     with gazette.client(direct_reads=False) as client:
         out = [json.loads(p) for _, p in NDJSON.decode_all(client.read_all("real/out"))]
     assert sorted((d["id"], d["country"]) for d in out) == sorted((r["id"], r["country"].upper()) for r in rows)
+
+
+def test_batch_read_when_a_worker_dies_mid_read_from_real_gazette(spark, cluster, gazette, s3, revive):  # noqa: F811
+    journal = "real/killread"
+    gazette.apply_specs([journal_spec(journal, store(s3, "real-killread"))])
+    with gazette.client(direct_reads=False) as client:
+        client.append(journal, ndjson(events(BIG_READ)))
+    token = mint_token(KEY, LIST | READ, "name=" + journal)
+    df = (
+        spark.read.format("gazette")
+        .option("broker.address", gazette.address)
+        .option("broker.authToken", token)
+        .options(**S3_KEYS)
+        .option("directReads", "false")
+        .load(journal)
+    )
+    rows = read_through_a_worker_kill(cluster, journal, df)
+    assert sorted(json.loads(r.value)["id"] for r in rows) == list(range(BIG_READ))  # each row once

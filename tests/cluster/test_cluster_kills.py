@@ -8,7 +8,8 @@ afterwards and the application gets a new executor on it (what a cluster manager
 * the exactly-once streaming sink, killed after partition 0 appended its rows of a micro-batch
   and before Spark saw the task finish (``task-end`` of the sink's hold hook);
 * the same with a read-committed source: transactions, rolled-back and pending messages;
-* a batch write with ``transactional=true``, killed while partition 0's task is appending.
+* a batch write with ``transactional=true``, killed while partition 0's task is appending;
+* a batch read, killed while a task's broker Read is open (held after its first chunk).
 """
 
 from __future__ import annotations
@@ -24,7 +25,18 @@ from pyspark_gazette.protocol.auth import APPEND, LIST, READ, mint_token
 from pyspark_gazette.testing import STREAM_HOLD_ENV as HOLD_ENV
 
 from .conftest import executor_hosts, wait_until
-from .helpers import KEY, S3_KEYS, create, fill, journal_spec, wait_persisted
+from .helpers import (
+    BIG_READ,
+    KEY,
+    S3_KEYS,
+    create,
+    events,
+    fill,
+    journal_spec,
+    ndjson,
+    read_through_a_worker_kill,
+    wait_persisted,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -263,3 +275,21 @@ def test_transactional_batch_write_when_a_worker_dies_mid_task(spark, cluster, b
     assert sorted(d["id"] for d in got) == list(range(rows))  # exactly once for read-committed readers
     ids = [d["id"] for d in raw if not d["_meta"].get("ack")]
     assert len(ids) > rows and set(ids) == set(range(rows))  # the killed attempt's rows are there, uncommitted
+
+
+def test_batch_read_when_a_worker_dies_mid_read(spark, cluster, broker, revive):
+    journal = "killread/src"
+    with broker.client() as client:
+        create(client, journal_spec(journal, broker.store("killread")))
+        client.append(journal, ndjson(events(BIG_READ)))
+    token = mint_token(KEY, LIST | READ, "name=" + journal)
+    df = (
+        spark.read.format("gazette")
+        .option("broker.address", broker.address)
+        .option("broker.authToken", token)
+        .options(**S3_KEYS)
+        .option("directReads", "false")
+        .load(journal)
+    )
+    rows = read_through_a_worker_kill(cluster, journal, df)
+    assert sorted(json.loads(r.value)["id"] for r in rows) == list(range(BIG_READ))  # each row once

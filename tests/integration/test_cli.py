@@ -91,6 +91,16 @@ def test_journals_commands_against_a_broker_process(broker_process, tmp_path):
     assert out.returncode == 1 and b"JOURNAL_NOT_FOUND" in out.stderr and b"quickstart/missing" in out.stderr
 
 
+def test_a_dead_first_broker_address_is_passed_over(broker_process):
+    address, _ = broker_process
+    specs = ROOT / "conf" / "journals" / "quickstart.yaml"
+    env = {**os.environ, "BROKER_ADDRESS": f"http://127.0.0.1:1,{address}"}
+    out = run("journals", "apply", "-f", str(specs), env=env)
+    assert out.returncode == 0, out.stderr
+    out = run("journals", "list", "--broker.address", f"http://127.0.0.1:1, {address}")
+    assert out.returncode == 0 and b"quickstart/clicks " in out.stdout, out.stderr
+
+
 def test_unreachable_broker_is_a_clear_error(tmp_path):
     out = run("journals", "list", "--broker.address", "http://127.0.0.1:1")
     assert out.returncode == 1 and b"UNAVAILABLE" in out.stderr

@@ -70,7 +70,7 @@ def test_packed_live_tails_are_prefetched_and_read_the_same(backend, client, pre
         for k in range(1 + i % 3):
             body = b'{"j":%d,"k":%d}\n' % (i, k)
             expected.append((n, client.append(n, body).begin, body.decode().strip()))
-    o = opts(backend, selector="set=prefetch")
+    o = opts(backend, selector="set=prefetch", minPartitions="1")
     parts = GazetteBatchReader(o, SCHEMA).partitions()
     assert len(parts) == 1 and isinstance(parts[0], PackedPartition)
     got = rows(parts, o)

@@ -64,3 +64,17 @@ def token(keys: str, capability: str, selector: str = "", expires: str = "1h") -
     return run(
         "token", f"--keys={keys}", f"--capability={capability}", f"--selector={selector}", f"--expires={expires}"
     ).strip()
+
+
+def flow_publish(address: str, journals: list[str], *, seed: int, rounds: int = 60, control: bool = True) -> None:
+    """Flow-shaped documents into Flow-named journals (``.../region=<v>/pivot=...``): committed
+    ones, transactions and their ACKs, a transaction never committed, and CONTROL documents
+    (backfillBegin before, backfillComplete after) in every journal."""
+    run(
+        "flow-publish",
+        f"--broker={address}",
+        f"--journals={','.join(journals)}",
+        f"--seed={seed}",
+        f"--rounds={rounds}",
+        f"--control={'true' if control else 'false'}",
+    )

@@ -23,6 +23,7 @@ import pytest
 from spark_helpers import events, ndjson
 
 from journalspecs import make_spec
+from pyspark_gazette import testing
 
 JOURNALS = [f"failover/read-{i}" for i in range(3)]
 
@@ -66,25 +67,69 @@ def ids(rows) -> list[int]:
     return sorted(json.loads(r.value)["id"] for r in rows)
 
 
+def wait_held(journal: str, held: str, alive=lambda: True, timeout: float = 240) -> tuple[int, int, int, str]:
+    """Wait for the read hold's marker (testing.read_hold): (pid, offset, segment end, endpoint)
+    of a broker Read of ``journal`` paused after its first content with its RPC open."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(held):  # written by a Spark Python worker: a file is the event
+        assert alive(), f"the query ended before reading {journal} through a broker"
+        assert time.monotonic() < deadline, f"no broker read of {journal} within {timeout}s"
+        time.sleep(0.05)
+    pid, offset, end, endpoint = open(held).read().split()
+    return int(pid), int(offset), int(end), endpoint
+
+
+#: Events appended as one piece to make a broker Read of many 128 KiB chunks (about 4 MB): held
+#: after its first chunk, its RPC is still streaming when the fault lands.
+BIG = 100_000
+
+
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize("direct", ["true", "false"], ids=["direct", "broker-tail"])
 def test_batch_read_survives_a_killed_primary(spark, cluster, direct):
+    """The primary is SIGKILLed while a task's broker Read of its journal is open: the read is
+    held after its first chunk (testing.read_hold, whose marker names the broker and offset),
+    the primary is killed, the read released; it resumes from its offset on another member."""
+    import threading
+
     journals = [f"{j}-{direct}" for j in JOURNALS]
     cluster.apply_specs([replicated(j) for j in journals])
     with cluster.client() as c:
         for j in journals:
             for b in range(6):  # several 2 KiB fragments, some persisted, and an open tail
                 c.append(j, ndjson(events(40, b * 40)))
-    address, dead = kill_primary(cluster, journals[0])
-    try:
+        c.append(journals[0], ndjson(events(BIG, 240)))  # a long open tail, read through a broker
+    dead = primary_of(cluster, journals[0])
+    address = other_than(cluster, dead).address
+    held, _ = testing.arm_read_hold(journals[0])
+    out: dict = {}
+
+    def read():
         r = spark.read.format("gazette").option("broker.address", address).option("store.fileRoot", cluster.file_root)
-        rows = r.option("journals", ",".join(journals)).option("directReads", direct).load().collect()
+        try:
+            out["rows"] = r.option("journals", ",".join(journals)).option("directReads", direct).load().collect()
+        except Exception as e:  # noqa: BLE001 - handed to the test
+            out["error"] = e
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    try:
+        _, offset, end, endpoint = wait_held(journals[0], held, t.is_alive)
+        assert endpoint == dead.address and offset < end, (endpoint, offset, end)  # mid-RPC, on the primary
+        dead.kill()
+        testing.release_read_hold(journals[0])
+        t.join(300)
+        assert not t.is_alive() and "error" not in out, out.get("error")
         by_journal: dict[str, list] = {j: [] for j in journals}
-        for row in rows:
+        for row in out["rows"]:
             by_journal[row.journal].append(row)
-        for j in journals:
+        assert ids(by_journal[journals[0]]) == list(range(240 + BIG))
+        for j in journals[1:]:
             assert ids(by_journal[j]) == list(range(240)), j
     finally:
-        dead.start()
+        testing.disarm_read_hold(journals[0])
+        if not dead.alive():
+            dead.start()
         cluster.wait_primaries(journals)
 
 
@@ -182,10 +227,10 @@ def killer_udf(pid: int, marker: str, at_id: int):
     return pass_id
 
 
-def sink_writer(spark, cluster, address, src, dst, checkpoint, transform=None):
-    """``src`` (earliest, small batches) -> ``transform`` -> the exactly-once sink into ``dst``:
-    rows ``{id, source_offset}``; the writer, to be started."""
-    df = stream_reader(spark, cluster, address, [src], maxBytesPerTrigger="4000")
+def sink_writer(spark, cluster, address, src, dst, checkpoint, transform=None, **read_options):
+    """``src`` (earliest, small batches unless ``read_options`` say otherwise) -> ``transform`` ->
+    the exactly-once sink into ``dst``: rows ``{id, source_offset}``; the writer, to be started."""
+    df = stream_reader(spark, cluster, address, [src], **{"maxBytesPerTrigger": "4000", **read_options})
     df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
     df = df.withColumn("id", transform(df.id)) if transform is not None else df
     w = df.writeStream.format("gazette").option("broker.address", address).option("journal", dst)
@@ -296,67 +341,185 @@ def crash_and_restart_brokers(cluster, journals: list[str]) -> None:
         cluster.gazctl("journals", "reset-head", "-l", f"name={j}")
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
 def test_stream_through_a_crash_and_restart_of_every_broker(spark, cluster, tmp_path):
-    """Gazette -> exactly-once sink -> Gazette, running while every broker is SIGKILLed and
-    started again. Gazette keeps acknowledged content that was persisted (unpersisted spools die
-    with their last replica), so the test persists both journals before the crash. The running
-    query waits out the outage (its reads and appends retry within ``broker.timeout``) and writes
-    what is appended after the restart: the output holds every input message exactly once."""
+    """Gazette -> exactly-once sink -> Gazette, with every broker SIGKILLed and started again
+    while a micro-batch's broker Read is open (held after its first chunk by testing.read_hold,
+    whose marker proves it). Gazette keeps acknowledged content that was persisted (unpersisted
+    spools die with their last replica), so the test persists both journals before the crash.
+    The held read resumes on the restarted brokers (within ``broker.timeout``) and the query
+    writes what is appended afterwards: the output holds every input message exactly once."""
     src, dst = "failover/crash-in", "failover/crash-out"
     cluster.apply_specs([replicated(src, length=1024), replicated(dst, length=1024)])
     with cluster.client() as c:
         for b in range(4):
             c.append(src, ndjson(events(40, b * 40)))
-    q = sink_writer(spark, cluster, cluster.brokers[0].address, src, dst, tmp_path / "ckpt").start()
+    w = sink_writer(
+        spark,
+        cluster,
+        cluster.brokers[0].address,
+        src,
+        dst,
+        tmp_path / "ckpt",
+        directReads="false",
+        maxBytesPerTrigger="64m",
+    )
+    q = w.option("broker.timeout", "3m").start()
     try:
         q.processAllAvailable()
         assert sink_output(cluster, dst) == source_messages(cluster, src)
+        held, _ = testing.arm_read_hold(src)
+        with cluster.client() as c:
+            c.append(src, ndjson(events(BIG, 160)))
+        _, offset, end, _ = wait_held(src, held, lambda: q.isActive)
+        assert offset < end  # the micro-batch's Read is mid-segment
         persist_everything(cluster, [src, dst])
         crash_and_restart_brokers(cluster, [src, dst])
+        testing.release_read_hold(src)
         assert q.isActive, q.exception()
         with cluster.client() as c:
-            for b in range(4, 7):
-                c.append(src, ndjson(events(40, b * 40)))
+            for b in range(3):
+                c.append(src, ndjson(events(40, 160 + BIG + b * 40)))
         q.processAllAvailable()
     finally:
+        testing.disarm_read_hold(src)
         q.stop()
     want = source_messages(cluster, src)
-    assert sum(want.values()) == 280
+    assert sum(want.values()) == 280 + BIG
     assert sink_output(cluster, dst) == want
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(500)
 def test_stream_through_an_etcd_restart(spark, cluster, tmp_path):
     """etcd SIGKILLed and started again (same data, same port) while a Gazette -> exactly-once
     sink stream runs, with appends while it is down. Brokers keep their assignments and serve
     reads and appends from the state they hold; their lease keep-alives resume when etcd is back
     within the lease TTL (etcd renews every lease when it starts), so no broker exits and no
     journal moves. (Down longer than the lease, every broker exits: "unable to keep member
-    lease alive".) The output holds every input message exactly once."""
+    lease alive".) etcd is killed while a micro-batch's broker Read is open (held after its first
+    chunk by testing.read_hold, whose marker proves it) and the sink appends after it is back.
+    The output holds every input message exactly once."""
     src, dst = "failover/etcd-in", "failover/etcd-out"
     cluster.apply_specs([replicated(src), replicated(dst)])
     with cluster.client() as c:
         c.append(src, ndjson(events(40)))
     pids, down = [b.pid for b in cluster.brokers], 0.0
-    q = sink_writer(spark, cluster, cluster.brokers[0].address, src, dst, tmp_path / "ckpt").start()
+    w = sink_writer(
+        spark,
+        cluster,
+        cluster.brokers[0].address,
+        src,
+        dst,
+        tmp_path / "ckpt",
+        directReads="false",
+        maxBytesPerTrigger="64m",
+    )
+    q = w.start()
     try:
         q.processAllAvailable()
+        held, _ = testing.arm_read_hold(src)
+        with cluster.client() as c:
+            c.append(src, ndjson(events(BIG, 40)))
+        _, offset, end, _ = wait_held(src, held, lambda: q.isActive)
+        assert offset < end  # the micro-batch's Read is mid-segment
         cluster.etcd.kill()
         down = time.monotonic()
         with cluster.client() as c:  # the data plane needs no etcd
-            c.append(src, ndjson(events(40, 40)))
+            c.append(src, ndjson(events(40, 40 + BIG)))
         cluster.etcd.start()
         down = time.monotonic() - down  # brokers exit if it exceeds their lease (5 s)
+        testing.release_read_hold(src)
         with cluster.client() as c:
-            c.append(src, ndjson(events(40, 80)))
+            c.append(src, ndjson(events(40, 80 + BIG)))
         q.processAllAvailable()
     finally:
+        testing.disarm_read_hold(src)
         q.stop()
         if cluster.etcd.proc is None or cluster.etcd.proc.poll() is not None:
             cluster.etcd.start()
     alive = [b.alive() for b in cluster.brokers]
     assert [b.pid for b in cluster.brokers] == pids and all(alive), f"etcd was down {down:.1f}s; alive: {alive}"
     want = source_messages(cluster, src)
-    assert sum(want.values()) == 120
+    assert sum(want.values()) == 120 + BIG
     assert sink_output(cluster, dst) == want
+
+
+def route_of(cluster, journal: str):
+    with cluster.client() as c:
+        (j,) = [j for j in c.list_journals() if j.name == journal]
+    return j.route
+
+
+@pytest.mark.timeout(400)
+def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(spark, cluster):
+    """The stale read of issue 28. 240 records are acknowledged and held in the spools of the
+    journal's 3 replicas (1 MiB fragments: nothing rolls). Its primary is SIGKILLed (and started
+    again): the spare broker joins the route with its spool at the write head and an index of
+    the persisted fragments only (its store listing is refreshed hourly here), so its own
+    ListFragments lists nothing below the write head, with no error: what a read planned from
+    its listing returned. Planning from that broker's listing now ends at the primary's write
+    head and finds the content in the other members' listings; the Spark read through that
+    broker returns every acknowledged record, and never fewer than the read before the kill."""
+    from pyspark_gazette.client import JournalClient
+    from pyspark_gazette.client.list_apply import list_fragments
+
+    # Reads prefer route members of their zone (broker.zone). Brokers alternate between two
+    # zones, so once the primary is gone its zone holds one member: the spare that took its
+    # place, when the spare is the primary's zone-mate. Pick a journal where it is.
+    names = [f"failover/rejoined-{i}" for i in range(12)]
+    cluster.apply_specs([replicated(j, length=1 << 20, refresh_seconds=3600) for j in names])
+    cluster.wait_primaries(names)
+    chosen = None
+    for j in names:
+        members = {m.suffix for m in route_of(cluster, j).members}
+        (spare,) = [b for b in cluster.brokers if b.id not in members]
+        dead = primary_of(cluster, j)
+        if spare.zone == dead.zone:
+            chosen = j
+            break
+    assert chosen is not None, "no journal whose spare broker is its primary's zone-mate"
+    journal = chosen
+    with cluster.client() as c:
+        for b in range(6):
+            c.append(journal, ndjson(events(40, b * 40)))  # acknowledged by all 3 replicas
+        head = len(c.read_all(journal))
+
+    def read_through(broker):
+        r = spark.read.format("gazette").option("broker.address", broker.address).option("broker.zone", broker.zone)
+        r = r.option("store.fileRoot", cluster.file_root).option("journals", journal).option("directReads", "false")
+        return ids(r.load().collect())
+
+    before = read_through(spare)
+    assert before == list(range(240))
+    dead.kill()
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the dead primary's lease expires; the spare takes its place
+            route = route_of(cluster, journal)
+            suffixes = {m.suffix for m in route.members}
+            if dead.id not in suffixes and spare.id in suffixes and route.primary >= 0:
+                break
+            assert time.monotonic() < deadline, route
+            time.sleep(0.1)
+        dead.start()  # re-added to the cluster
+        route = route_of(cluster, journal)
+        assert [m.suffix for m in route.members if m.zone == spare.zone] == [spare.id]  # reads go to it
+        # The stale state: the joined replica's own listing ends short of the acknowledged head.
+        with JournalClient(spare.address) as c:
+            own = list_fragments(c.conns, journal, do_not_proxy=True)
+        if max((f.spec.end for f in own), default=0) >= head:
+            # Gazette's replication caught the joined replica up before we looked: the stale
+            # state this test is about did not arise in this run (it depends on timing).
+            pytest.skip(f"the joined replica's listing already reached the head {head}: no stale state this run")
+        after = read_through(spare)
+        assert after == list(range(240))  # every acknowledged record: nothing below the earlier read
+        # Planning from that listing, bootstrapped at the joined replica: the primary's head.
+        from pyspark_gazette.client.settle import holes, settle
+
+        with JournalClient(spare.address) as c:
+            done = settle(c.conns, journal, own)
+        assert done.head == head and not done.holes and holes(done.fragments, head) == []
+    finally:
+        if not dead.alive():
+            dead.start()
+        cluster.wait_primaries([journal])

@@ -72,3 +72,37 @@ def test_keepalive_pings_respect_go_grpc_servers_minimum():
 
     options = dict(conn._CHANNEL_OPTIONS)
     assert options["grpc.keepalive_time_ms"] == conn.KEEPALIVE_MS > 5 * 60 * 1000
+
+
+def test_a_list_of_addresses_bootstraps_from_the_next_when_one_fails():
+    conns = Connections(ClientConfig("http://10.0.0.1:8080, 10.0.0.2:8080,unix:///tmp/b.sock"))
+    assert conns.address == "http://10.0.0.1:8080"
+    conns.endpoint_failed(None, "10.0.0.2:8080")  # not the bootstrap: nothing moves
+    assert conns.address == "http://10.0.0.1:8080" and conns.bootstrap_moves == 0
+    conns.endpoint_failed(None, "http://10.0.0.1:8080")
+    assert conns.address == "10.0.0.2:8080"
+    conns.endpoint_failed(None, "10.0.0.2:8080")
+    conns.endpoint_failed(None, "unix:///tmp/b.sock")
+    assert conns.address == "http://10.0.0.1:8080" and conns.bootstrap_moves == 3  # round again
+
+
+def test_one_address_falls_back_to_a_broker_learned_from_a_route():
+    from pyspark_gazette.protocol import pb
+
+    conns = Connections(ClientConfig("http://10.0.0.1:8080"))
+    conns.endpoint_failed(None, "http://10.0.0.1:8080")
+    assert conns.address == "http://10.0.0.1:8080"  # nothing learned yet: keep retrying it
+    route = pb.Route(primary=0)
+    for i in (3, 2):
+        route.members.add(zone="z", suffix=f"b{i}")
+        route.endpoints.append(f"http://10.0.0.{i}:8080")
+    conns.update_route("j/a", pb.Header(route=route))
+    conns.endpoint_failed(None, "http://10.0.0.1:8080")
+    assert conns.address == "http://10.0.0.2:8080"
+    assert conns.read_endpoint("j/other") == "http://10.0.0.2:8080"  # journals without a route go there
+
+
+@pytest.mark.parametrize("bad", ["http://a:1,", ",http://a:1", "http://a:1,,http://b:2", "http://a:1,ftp://b:2"])
+def test_a_bad_item_of_an_address_list_is_refused(bad):
+    with pytest.raises(ValueError, match="address"):
+        ClientConfig(bad)

@@ -50,6 +50,7 @@ from pyspark_gazette.errors import (
     NotAllowedError,
     ProtocolError,
     RegisterMismatchError,
+    TransportError,
     WrongAppendOffsetError,
 )
 from pyspark_gazette.protocol import pb
@@ -349,7 +350,8 @@ class AppendService:
                         chain.error = timeout
                     aa._finish(error=timeout)
                     return
-                self._conns.forget_route(journal)
+                unavailable = isinstance(e, TransportError) and e.code == "UNAVAILABLE"
+                self._conns.endpoint_failed(journal, getattr(app, "_endpoint", None) or None if unavailable else None)
                 log.warning("append of %d bytes to %s failed (attempt %d), retrying: %s", size, journal, attempt, e)
                 time.sleep(backoff(attempt))
                 attempt += 1

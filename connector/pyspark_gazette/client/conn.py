@@ -6,7 +6,13 @@ shared by every call of that process.
 
 Routing follows Gazette's Go client: responses carry a ``Header.route``; appends go to the
 route's primary endpoint and reads to a member endpoint (the same zone first) once a route is
-known, otherwise to the configured address, whose broker proxies.
+known, otherwise to the bootstrap address, whose broker proxies.
+
+Bootstrap addresses: the configured address may list several brokers, comma-separated (Kafka's
+``bootstrap.servers`` habit). Calls without a route go to the current one; when it fails with
+``UNAVAILABLE`` (:meth:`Connections.endpoint_failed`) the next configured address takes its
+place, or, with one address configured, an endpoint learned from a route, so a dead broker
+costs one failed attempt rather than every retry up to ``broker_timeout``.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ class ClientConfig:
 
     ``address``: ``http://host:port`` (cleartext gRPC), ``https://host:port`` (TLS),
     ``unix:///path`` or a bare ``host:port``. An ``http`` address without a port uses 8080,
-    the port Gazette's docs and gazctl use.
+    the port Gazette's docs and gazctl use. Several brokers of one cluster may be given,
+    comma-separated (:attr:`addresses`): any of them bootstraps the client.
     ``auth_token``: a bearer JWT sent as ``authorization`` metadata on every call; never
     logged, never part of ``repr``.
     ``file_root``: local mount of the brokers' ``file://`` fragment stores, for direct reads of
@@ -66,7 +73,21 @@ class ClientConfig:
     broker_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        parse_address(self.address)  # validate early
+        for address in split_addresses(self.address):  # validate early
+            parse_address(address)
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """The configured bootstrap addresses, in order."""
+        return split_addresses(self.address)
+
+
+def split_addresses(address: str) -> tuple[str, ...]:
+    """The addresses of a comma-separated list (one address: itself); empty items are refused."""
+    parts = tuple(a.strip() for a in (address or "").split(","))
+    if len(parts) > 1 and not all(parts):
+        raise ValueError(f"broker address list {address!r} has an empty item")
+    return parts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,16 +160,24 @@ class Connections:
         self._stubs: dict[str, pb_grpc.JournalStub] = {}
         self._routes: dict[str, pb.Route] = {}
         self._closed = False
+        self._bootstrap = config.addresses[0]
+        #: Times the bootstrap address moved on after a failure (:meth:`endpoint_failed`).
+        self.bootstrap_moves = 0
 
     def __repr__(self) -> str:
         return f"Connections(address={self.config.address!r})"
+
+    @property
+    def address(self) -> str:
+        """The bootstrap address calls without a route go to (see the module docstring)."""
+        return self._bootstrap
 
     # -- channels ----------------------------------------------------------------------------
 
     def stub(self, endpoint: str | None = None) -> pb_grpc.JournalStub:
         """The stub of ``endpoint``'s channel, made once per channel (a stub builds a callable per
         RPC: making one per call cost more than the call itself when planning many journals)."""
-        endpoint = endpoint or self.config.address
+        endpoint = endpoint or self._bootstrap
         stub = self._stubs.get(endpoint)
         if stub is None:
             channel = self.channel(endpoint)
@@ -167,6 +196,14 @@ class Connections:
                 ch = self._channels[endpoint] = _open_channel(parse_address(endpoint))
             return ch
 
+    def drop_channel(self, endpoint: str) -> None:
+        """Close ``endpoint``'s channel (its connection was found dead); the next call opens a new one."""
+        with self._lock:
+            ch = self._channels.pop(endpoint, None)
+            self._stubs.pop(endpoint, None)
+        if ch is not None:
+            ch.close()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -177,6 +214,8 @@ class Connections:
 
     def metadata(self) -> list[tuple[str, str]] | None:
         token = self.config.auth_token
+        if callable(token):  # a token that renews itself (e.g. flow/hosted.py's BrokerToken)
+            token = token()
         return [("authorization", f"Bearer {token}")] if token else None
 
     def call_kwargs(self, timeout: float | None = None) -> dict[str, Any]:
@@ -204,6 +243,32 @@ class Connections:
         with self._lock:
             self._routes.pop(base_journal(journal), None)
 
+    def endpoint_failed(self, journal: str | None, endpoint: str | None) -> None:
+        """A call of ``journal`` to ``endpoint`` failed at the transport: forget the journal's
+        route, and when ``endpoint`` is the bootstrap address, move the bootstrap on to the next
+        configured address, or (one configured) to a route endpoint learned from any journal."""
+        if journal is not None:
+            self.forget_route(journal)
+        if endpoint is None:
+            return
+        with self._lock:
+            if endpoint != self._bootstrap:
+                return
+            configured = self.config.addresses
+            if len(configured) > 1:
+                nxt = (
+                    configured[(configured.index(endpoint) + 1) % len(configured)]
+                    if endpoint in configured
+                    else configured[0]
+                )
+            else:
+                learned = sorted({e for r in self._routes.values() for e in r.endpoints if e != endpoint})
+                nxt = learned[0] if learned else configured[0]
+            if nxt != self._bootstrap:
+                log.info("broker %s is unavailable; bootstrapping through %s", self._bootstrap, nxt)
+                self._bootstrap = nxt
+                self.bootstrap_moves += 1
+
     def route(self, journal: str) -> pb.Route | None:
         with self._lock:
             return self._routes.get(base_journal(journal))
@@ -213,13 +278,13 @@ class Connections:
         route = self.route(journal)
         if route is not None and 0 <= route.primary < len(route.endpoints):
             return route.endpoints[route.primary]
-        return self.config.address
+        return self._bootstrap
 
     def read_endpoint(self, journal: str) -> str:
         """A member endpoint (same zone first, then the primary) or the configured address."""
         route = self.route(journal)
         if route is None or not route.endpoints:
-            return self.config.address
+            return self._bootstrap
         if self.config.zone:
             for member, endpoint in zip(route.members, route.endpoints, strict=False):
                 if member.zone == self.config.zone:
@@ -230,22 +295,53 @@ class Connections:
 
     # -- retries -----------------------------------------------------------------------------
 
-    def unary(self, what: str, fn: Callable[..., _T], request: Any, *, attempts: int = 8) -> _T:
-        """Call a unary RPC with :meth:`retry_unavailable`."""
-        return self.retry_unavailable(what, lambda: fn(request, **self.call_kwargs()), attempts=attempts)
+    def unary(self, what: str, rpc: str, request: Any, *, attempts: int = 8) -> Any:
+        """Call the unary RPC named ``rpc`` of the bootstrap broker with :meth:`retry_unavailable`."""
+
+        def call() -> Any:
+            return self.on_endpoint(None, None, lambda s: getattr(s, rpc)(request, **self.call_kwargs()))
+
+        return self.retry_unavailable(what, call, attempts=attempts)
+
+    def on_endpoint(self, journal: str | None, endpoint: str | None, call: Callable[[pb_grpc.JournalStub], _T]) -> _T:
+        """``call`` with the stub of ``endpoint`` (``None``: the bootstrap address); a gRPC
+        failure is reported to :meth:`endpoint_failed` (``UNAVAILABLE`` only, unless ``journal``
+        is given: then any failure forgets its route) and re-raised."""
+        endpoint = endpoint or self._bootstrap
+        try:
+            return call(self.stub(endpoint))
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else None
+            if code == grpc.StatusCode.UNAVAILABLE or journal is not None:
+                self.endpoint_failed(journal, endpoint if code == grpc.StatusCode.UNAVAILABLE else None)
+            raise
 
     def retry_unavailable(self, what: str, call: Callable[[], _T], *, attempts: int = 8) -> _T:
         """Run ``call``, retrying gRPC ``UNAVAILABLE`` (a broker restarting) up to ``attempts``
-        times with :func:`backoff`; gRPC errors are translated, other errors raised at once."""
+        times with :func:`backoff`; gRPC errors are translated, other errors raised at once.
+
+        When the failed call moved the bootstrap address on (:meth:`on_endpoint`), the next
+        address is tried at once, without backoff or an attempt spent, until each configured
+        address has been tried once in a row.
+        """
         attempt = 0
+        tried = 1
         while True:
+            bootstrap = self._bootstrap
             try:
                 try:
                     return call()
                 except grpc.RpcError as e:
                     raise translate_rpc_error(e, what) from e
             except TransportError as err:
-                if err.code != "UNAVAILABLE" or attempt + 1 >= attempts:
+                if err.code != "UNAVAILABLE":
+                    raise
+                if self._bootstrap != bootstrap and tried < max(2, len(self.config.addresses)):
+                    tried += 1
+                    log.debug("%s: %s; trying %s", what, err, self._bootstrap)
+                    continue
+                tried = 1
+                if attempt + 1 >= attempts:
                     raise
                 log.debug("%s: %s; retrying", what, err)
                 time.sleep(backoff(attempt))

@@ -33,15 +33,16 @@ import collections
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import grpc
 
-from pyspark_gazette.client.conn import Connections, open_aio_channel, parse_address
+from pyspark_gazette.client.conn import Connections, backoff, open_aio_channel, parse_address
 from pyspark_gazette.client.reader import RetryReader
-from pyspark_gazette.errors import JournalNotFoundError, OffsetNotYetAvailableError
+from pyspark_gazette.errors import CancelledError, JournalNotFoundError, OffsetNotYetAvailableError
 from pyspark_gazette.protocol import pb, pb_grpc
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,8 @@ def write_head(conns: Connections, journal: str) -> int:
     endpoint = conns.read_endpoint(journal)
     try:
         responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs()))
-    except grpc.RpcError:
-        if endpoint != conns.config.address:
-            conns.forget_route(journal)
+    except grpc.RpcError as e:
+        conns.endpoint_failed(journal, endpoint if e.code() == grpc.StatusCode.UNAVAILABLE else None)
         responses = []
     if len(responses) == 1:
         resp = responses[0]
@@ -72,15 +72,35 @@ def write_head(conns: Connections, journal: str) -> int:
     return _write_head_retrying(conns, journal)
 
 
+#: Attempts of a write-head Read the broker cancelled, when the client has no ``broker_timeout``.
+CANCELLED_ATTEMPTS = 8
+
+
 def _write_head_retrying(conns: Connections, journal: str) -> int:
-    # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE with
-    # the write head, which the reader keeps.
-    with RetryReader(conns, journal, -1, metadata_only=True, do_not_proxy=False) as r:
+    """The write head by a :class:`~pyspark_gazette.client.reader.RetryReader` (which retries
+    UNAVAILABLE and routing statuses), retrying also a Read the broker CANCELLED: a gRPC server
+    cancels calls it could not take up in time (a busy embedded broker, a Go broker shedding
+    load), which passes like UNAVAILABLE does. Retried with :func:`~pyspark_gazette.client.conn.backoff`
+    for the client's ``broker_timeout`` (:data:`CANCELLED_ATTEMPTS` attempts without one)."""
+    attempt, since = 0, time.monotonic()
+    while True:
+        # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE with
+        # the write head, which the reader keeps.
         try:
-            r.read()
-        except OffsetNotYetAvailableError:
-            pass
-        return r.write_head
+            with RetryReader(conns, journal, -1, metadata_only=True, do_not_proxy=False) as r:
+                try:
+                    r.read()
+                except OffsetNotYetAvailableError:
+                    pass
+                return r.write_head
+        except CancelledError as e:
+            budget = conns.config.broker_timeout
+            waited = time.monotonic() - since
+            if (budget and waited >= budget) or (not budget and attempt + 1 >= CANCELLED_ATTEMPTS):
+                raise
+            log.info("write head of %s: %s; retrying (attempt %d)", journal, e, attempt + 1)
+            time.sleep(backoff(attempt))
+            attempt += 1
 
 
 def concurrently(fn: Callable[[str], _T], names: Sequence[str], threads: int) -> dict[str, _T]:
@@ -96,16 +116,22 @@ def concurrently(fn: Callable[[str], _T], names: Sequence[str], threads: int) ->
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WINDOW) -> dict[str, int]:
+def sweep_heads(
+    conns: Connections, names: Sequence[str], window: int = SWEEP_WINDOW, *, primary: bool = False
+) -> dict[str, int]:
     """:func:`write_head` of every journal of ``names``, up to ``window`` Reads in flight.
+
+    ``primary``: send each Read to the journal's primary when its route is known (the write head
+    no acknowledged append lies beyond: :mod:`pyspark_gazette.client.settle`), not to a member.
 
     The Reads are started without a thread each (gRPC runs a call as soon as it is made) and
     their answers taken in order; a journal whose answer is not a plain write head is asked
     again with :func:`write_head`'s retrying fallback, so the first error (in name order) is
     raised.
     """
-    if window <= 1:
+    if window <= 1 and not primary:
         return {n: write_head(conns, n) for n in names}
+    window = max(window, 1)
     kwargs = conns.call_kwargs()
     calls: collections.deque = collections.deque()
     out: dict[str, int] = {}
@@ -114,9 +140,8 @@ def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WI
         journal, endpoint, call = calls.popleft()
         try:
             responses = list(call) if call is not None else []
-        except grpc.RpcError:
-            if endpoint != conns.config.address:
-                conns.forget_route(journal)
+        except grpc.RpcError as e:
+            conns.endpoint_failed(journal, endpoint if e.code() == grpc.StatusCode.UNAVAILABLE else None)
             responses = []
         if len(responses) == 1 and responses[0].status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
             resp = responses[0]
@@ -128,7 +153,7 @@ def sweep_heads(conns: Connections, names: Sequence[str], window: int = SWEEP_WI
 
     try:
         for journal in names:
-            endpoint = conns.read_endpoint(journal)
+            endpoint = conns.append_endpoint(journal) if primary else conns.read_endpoint(journal)
             request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
             try:
                 call = conns.stub(endpoint).Read(request, **kwargs)

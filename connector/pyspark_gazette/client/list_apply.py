@@ -66,8 +66,9 @@ def list_journals(
 def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> list[JournalInfo]:
     request = pb.ListRequest(selector=to_selector(selector))
     out: list[JournalInfo] = []
+    endpoint = conns.address
     try:
-        stream = conns.stub().List(request, **conns.call_kwargs())
+        stream = conns.stub(endpoint).List(request, **conns.call_kwargs())
         for i, resp in enumerate(stream):
             if i == 0:
                 if resp.status != pb.OK:
@@ -80,6 +81,8 @@ def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> l
                 if j.route.endpoints:
                     conns.update_route(j.spec.name, pb.Header(route=j.route))
     except grpc.RpcError as e:
+        if _unavailable(e):
+            conns.endpoint_failed(None, endpoint)  # the next bootstrap address is asked next
         raise translate_rpc_error(e, "List") from e
     return out
 
@@ -155,7 +158,7 @@ def apply(conns: Connections, changes: Sequence[Change | pb.ApplyRequest.Change]
     (``code`` ``UNKNOWN``: both brokers send a request's validation error as a plain error).
     """
     request = pb.ApplyRequest(changes=[c.to_proto() if isinstance(c, Change) else c for c in changes])
-    resp = conns.unary("Apply", conns.stub().Apply, request)
+    resp: pb.ApplyResponse = conns.unary("Apply", "Apply", request)
     if resp.status != pb.OK:
         raise error_for_status(resp.status, "Apply failed", response=resp)
     return resp.header.etcd.revision
@@ -235,15 +238,11 @@ def iter_fragments(
         request.signatureTTL.nanos = int(round((signature_ttl - int(signature_ttl)) * 1e9))
 
     def once() -> pb.FragmentsResponse:
-        endpoint = conns.read_endpoint(journal)
-        try:
-            return conns.stub(endpoint).ListFragments(request, **conns.call_kwargs())
-        except grpc.RpcError:
-            # A route member that stopped answering (a killed broker): ask the configured
-            # address next, which knows Gazette's current route.
-            if endpoint != conns.config.address:
-                conns.forget_route(journal)
-            raise
+        # A route member that stopped answering (a killed broker) is forgotten: the bootstrap
+        # address is asked next, which knows Gazette's current route.
+        return conns.on_endpoint(
+            journal, conns.read_endpoint(journal), lambda s: s.ListFragments(request, **conns.call_kwargs())
+        )
 
     while True:
         resp = conns.retry_unavailable("ListFragments", once)
@@ -286,9 +285,8 @@ def list_fragments_many(
         journal, endpoint, future = calls.popleft()
         try:
             resp = future.result() if future is not None else None
-        except grpc.RpcError:
-            if endpoint != conns.config.address:
-                conns.forget_route(journal)
+        except grpc.RpcError as e:
+            conns.endpoint_failed(journal, endpoint if _unavailable(e) else None)
             resp = None
         if resp is None or resp.status != pb.OK or resp.next_page_token != 0:
             return journal, list_fragments(conns, journal, signature_ttl=signature_ttl)
@@ -315,3 +313,7 @@ def list_fragments_many(
         for _, _, future in calls:
             if future is not None:
                 future.cancel()
+
+
+def _unavailable(e: grpc.RpcError) -> bool:
+    return hasattr(e, "code") and e.code() == grpc.StatusCode.UNAVAILABLE

@@ -66,6 +66,7 @@ class Reader:
         metadata_only: bool = False,
         begin_mod_time: int = 0,
         verify_sha1: bool = False,
+        endpoint: str | None = None,
     ):
         if end_offset and end_offset < offset:
             raise ValueError(f"end_offset {end_offset} is before offset {offset} of journal {journal!r}")
@@ -82,6 +83,9 @@ class Reader:
             begin_mod_time=begin_mod_time,
         )
         self.verify_sha1 = verify_sha1
+        self._endpoint = endpoint
+        #: The broker asked (``endpoint`` if given, else a route member or the bootstrap address).
+        self.endpoint = ""
         #: Next journal offset to be returned by :meth:`read`.
         self.offset = offset
         #: Write head and covering fragment of the last metadata response.
@@ -117,7 +121,8 @@ class Reader:
     # ------------------------------------------------------------------------------------------
 
     def _start(self) -> None:
-        stub = self._conns.stub(self._conns.read_endpoint(self.journal))
+        self.endpoint = self._endpoint or self._conns.read_endpoint(self.journal)
+        stub = self._conns.stub(self.endpoint)
         kwargs = {k: v for k, v in self._conns.call_kwargs().items() if k != "timeout"}
         self._stream = stub.Read(self.request, **kwargs)
 
@@ -346,7 +351,11 @@ class RetryReader:
             except GazetteError as e:
                 if not _retried_read_error(e):
                     raise
-                self._conns.forget_route(self.journal)
+                unavailable = isinstance(e, TransportError) and e.code == "UNAVAILABLE"
+                self._conns.endpoint_failed(
+                    self.journal, getattr(self.reader, "endpoint", None) if unavailable else None
+                )
+                self._kwargs.pop("endpoint", None)  # a failed preferred broker is not asked again
                 self._wait_and_restart(log_it=True, err=e)
                 continue
             if data:

@@ -71,6 +71,12 @@ def clock_to_unix(clock: int) -> tuple[int, int]:
     return seconds, rest * 100
 
 
+def clock_to_micros(clock: int) -> int:
+    """Microseconds since the Unix epoch of a clock (its time; the counter is ignored): the value
+    of a ``timestamp`` column such as Flow's ``flow_published_at``."""
+    return ((clock >> 4) - GREGORIAN_OFFSET) // 10
+
+
 def clock_now(time_ns: Callable[[], int] = time.time_ns) -> int:
     """The clock of the current time."""
     now = time_ns()

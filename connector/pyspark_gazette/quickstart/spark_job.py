@@ -202,17 +202,24 @@ def job_progress(
     group = f"pyspark-gazette-quickstart-{uuid.uuid4().hex[:8]}"
 
     def line() -> str:
-        finished = total = 0
-        for job_id in tracker.getJobIdsForGroup(group):
+        finished, stages = 0, []
+        for job_id in sorted(tracker.getJobIdsForGroup(group)):
             job = tracker.getJobInfo(job_id)
             if job is None:
                 continue
-            for stage_id in job.stageIds:
+            for stage_id in sorted(job.stageIds):
                 stage = tracker.getStageInfo(stage_id)
                 if stage is None or (job.status == "SUCCEEDED" and not stage.numCompletedTasks):
                     continue  # a finished job's skipped stages ran no task
-                finished, total = finished + stage.numCompletedTasks, total + stage.numTasks
-        return f"      {what}: {finished}/{total} tasks" if total else ""
+                finished += stage.numCompletedTasks
+                stages.append(stage.numTasks)
+        total = sum(stages)
+        if not total:
+            return ""
+        # Per stage, in order, so a count can be matched with the read's partitions (the first
+        # stage of a read) and with the shuffle's partitions after it.
+        split = f" (stages of {' + '.join(map(str, stages))})" if len(stages) > 1 else ""
+        return f"      {what}: {finished}/{total} tasks{split}"
 
     done = threading.Event()
 

@@ -26,7 +26,12 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError
 from pyspark_gazette.message import framing_by_name
 from pyspark_gazette.spark.options import OPTIONS, STREAM, ReadOptions, WriteOptions
-from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, GazettePushdownBatchReader
+from pyspark_gazette.spark.read.batch_scan import (
+    FlowPushdownBatchReader,
+    GazetteBatchReader,
+    GazettePushdownBatchReader,
+)
+from pyspark_gazette.spark.read.flow import collection_schema
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
@@ -69,6 +74,12 @@ class GazetteDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = self._read_options()
+        if opts.collection:
+            return _collection_schema(opts)
+        if opts.infer_schema:
+            from pyspark_gazette.spark.read.infer import infer_schema
+
+            return infer_schema(opts)
         if opts.framing != "auto":
             text = framing_by_name(opts.framing).text
         else:
@@ -82,6 +93,8 @@ class GazetteDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options(streaming=False)
         cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
+        if opts.collection and opts.filter_pushdown:
+            cls = FlowPushdownBatchReader
         return cls(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -97,6 +110,13 @@ class GazetteDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         return GazetteStreamWriter(stream_write_options(self.options), schema, overwrite)
+
+
+def _collection_schema(opts: ReadOptions) -> StructType:
+    """The default schema of a ``collection`` read, from its journals' partition labels."""
+    with JournalClient(opts.connection.client_config()) as client:
+        infos = resolve_journals(client, opts.journals, opts.selector)
+    return collection_schema([(lb.name, lb.value) for lb in i.spec.labels.labels] for i in infos)
 
 
 class _FailedStreamReader(DataSourceStreamReader):

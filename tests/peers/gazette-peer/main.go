@@ -8,6 +8,8 @@
 //	read-committed  read journals with Gazette's ReadCommittedIter and print each committed
 //	                message as a JSON line (the oracle)
 //	token           mint a bearer token with Gazette's auth package
+//	flow-publish    publish Estuary Flow-shaped collection documents (UUIDs at /_meta/uuid,
+//	                ACKs, CONTROL-flag documents) into Flow-named journals
 package main
 
 import (
@@ -35,6 +37,8 @@ func main() {
 		err = runReadCommitted(os.Args[2:])
 	case "token":
 		err = runToken(os.Args[2:])
+	case "flow-publish":
+		err = runFlowPublish(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "gazette-peer: unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)

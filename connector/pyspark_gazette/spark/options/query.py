@@ -10,6 +10,7 @@ from pyspark_gazette.message import document_framings, framing_by_name
 from pyspark_gazette.protocol.journal_names import base_journal, validate_journal_name
 from pyspark_gazette.protocol.labels import parse_selector
 from pyspark_gazette.spark.options.connection import Connection, connection_from
+from pyspark_gazette.spark.options.flow import collection_values, with_hosted
 from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, parse
 from pyspark_gazette.spark.options.table import READ, STREAM, WRITE, option
 from pyspark_gazette.spark.options.templates import spec_template
@@ -46,6 +47,10 @@ class ReadOptions:
     min_partitions: int | None = None
     uuid_field: int = 0
     watch_write_heads: str = "auto"  # auto | true | false
+    collection: str | None = None  # an Estuary Flow collection (spark/options/flow.py)
+    control_documents: bool = False  # with collection: return Flow's control documents too
+    infer_schema: bool = False
+    sampling_bytes: int = 4 << 20
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -56,7 +61,7 @@ class ReadOptions:
     def parse(
         cls, options: Mapping[str, str], *, streaming: bool = False, env: Mapping[str, str] | None = None
     ) -> ReadOptions:
-        v = parse(options, STREAM if streaming else READ, env)
+        v = collection_values(options, parse(options, STREAM if streaming else READ, env))
         journals = tuple(j.strip() for j in (v.get("journals") or "").split(",") if j.strip())
         if bool(journals) == bool(v.get("selector")):
             raise OptionError(
@@ -103,7 +108,7 @@ class ReadOptions:
                 raise OptionError("journals", f"invalid journal name(s): {', '.join(map(repr, bad))}")
             check_offsets_name_read_journals(starting, ending, {*journals, *map(base_journal, journals)})
         return cls(
-            connection=connection_from(v),
+            connection=with_hosted(connection_from(v), v),
             journals=journals,
             selector=v.get("selector"),
             starting_offsets=starting,
@@ -130,6 +135,10 @@ class ReadOptions:
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
             watch_write_heads=v.get("watchWriteHeads") or "auto",
+            collection=v.get("collection"),
+            control_documents=bool(v.get("collection.controlDocuments")),
+            infer_schema=bool(v.get("inferSchema")),
+            sampling_bytes=v.get("samplingBytes") or option("samplingBytes").default,
         )
 
 

@@ -42,7 +42,9 @@ OPTIONS: tuple[Option, ...] = (
         "broker.address",
         "string",
         None,
-        "Broker URL of the Gazette cluster (`http://`, `https://`, `unix://`). Required unless set in the environment.",
+        "Broker URL of the Gazette cluster (`http://`, `https://`, `unix://`), or several brokers of it, "
+        "comma-separated: when one is unreachable the next is asked (like Kafka's `bootstrap.servers`). "
+        "Required unless set in the environment.",
         example="http://127.0.0.1:8080",
         env=("BROKER_ADDRESS",),
     ),
@@ -82,6 +84,81 @@ OPTIONS: tuple[Option, ...] = (
         "Label selector choosing the journals to read, in Gazette's syntax.",
         scopes=READS,
         example="app.gazette.dev/message-type=ClickEvent,name:prefix=quickstart/",
+    ),
+    Option(
+        "collection",
+        "string",
+        None,
+        "An Estuary Flow collection to read, instead of `journals` or `selector`: its journals are "
+        "chosen as Flow chooses them (the `estuary.dev/collection` label and the journal-name prefix), "
+        "read committed at `/_meta/uuid` (unless `readCommitted=false`), without ACK or control "
+        "documents, with columns for its logical partitions, `flow_published_at` and `_meta/op` "
+        "(docs/flow.md).",
+        scopes=READS,
+        example="acmeCo/orders",
+    ),
+    Option(
+        "collection.journalPrefix",
+        "string",
+        None,
+        "With `collection`: the journal-name prefix of its journals (the partition template's name, "
+        "as Flow's `journalNamePrefix` gives it). Default: the collection name and `/`.",
+        scopes=READS,
+        example="acmeCo/orders/ffd1a2b3c4d5e6f7/",
+    ),
+    Option(
+        "collection.partitions",
+        "string",
+        None,
+        "With `collection`: a Flow partition selector choosing logical partitions before any read, "
+        'as flowctl\'s `--partitions` takes it: `{"include": {field: [values]}, "exclude": {...}}`.',
+        scopes=READS,
+        example='{"include": {"region": ["eu", "us"]}}',
+    ),
+    Option(
+        "collection.controlDocuments",
+        "bool",
+        False,
+        "With `collection`: also return Flow's control documents (`_meta/backfillBegin` and "
+        "`_meta/backfillComplete`, the UUID CONTROL flag 0x4), e.g. to see backfill boundaries. "
+        "ACK documents are never returned.",
+        scopes=READS,
+    ),
+    Option(
+        "flow.agentUrl",
+        "string",
+        None,
+        "With `collection` and `flow.authToken`: URL of Estuary's control-plane agent API, which "
+        "authorizes a hosted collection (`/authorize/user/collection`) and gives its broker address, "
+        "broker token and journal prefix (flowctl's `agent_url`).",
+        scopes=READS,
+        example="https://agent-api.example.estuary.dev",
+    ),
+    Option(
+        "flow.authToken",
+        "secret",
+        None,
+        "With `collection`: an Estuary access token (a JWT) or refresh token (base64 JSON, as "
+        "flowctl's `FLOW_AUTH_TOKEN`), for a hosted collection: the broker address and a "
+        "per-collection broker token are then obtained as flowctl does, and renewed before the "
+        "broker token expires. Never logged or shown in plans.",
+        scopes=READS,
+        example="eyJhbGciOi...",
+    ),
+    Option(
+        "flow.pgUrl",
+        "string",
+        None,
+        "With a refresh token in `flow.authToken`: URL of Estuary's control-plane PostgREST API, "
+        "which exchanges it for access tokens (flowctl's `pg_url`).",
+        scopes=READS,
+    ),
+    Option(
+        "flow.pgApiKey",
+        "secret",
+        None,
+        "With `flow.pgUrl`: the PostgREST API's public key (flowctl's `pg_public_token`).",
+        scopes=READS,
     ),
     Option(
         "journal",
@@ -159,6 +236,24 @@ OPTIONS: tuple[Option, ...] = (
         scopes=READS,
     ),
     Option(
+        "inferSchema",
+        "bool",
+        False,
+        "Without a user schema: infer one from a sample of the messages, as `spark.read.json` does "
+        "(integers LONG, other numbers DOUBLE, objects STRUCT, arrays ARRAY, strings STRING, fields "
+        "sorted by name), and read typed. The driver plans the read and parses up to `samplingBytes` "
+        "of messages from up to 8 partitions spread over the plan. ndjson journals only.",
+        scopes=frozenset({READ}),
+    ),
+    Option(
+        "samplingBytes",
+        "bytes",
+        4 << 20,
+        "With `inferSchema`: bytes of messages sampled to infer the schema.",
+        scopes=frozenset({READ}),
+        example="16m",
+    ),
+    Option(
         "includeMetadata",
         "bool",
         False,
@@ -224,7 +319,11 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "Packing aims for at least this many input partitions (like Spark's "
         "`spark.sql.files.minPartitionNum`): a partition holds at most the total bytes (with open "
-        "costs) divided by it. Unset, partitions are filled up to `maxPartitionBytes`.",
+        "costs) divided by it, and a journal's partition past that is split along its fragments. "
+        "Unset, batch reads plan for the cores of the driver machine (Spark plans a Python data source "
+        "in a Python worker on the driver and tells it nothing of `spark.default.parallelism`, so this is "
+        "the closest default it can know: on a cluster, set this to the executors' total cores); "
+        "streams fill partitions up to `maxPartitionBytes`.",
         scopes=READS,
         example="8",
     ),

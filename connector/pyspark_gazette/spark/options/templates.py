@@ -11,6 +11,7 @@ import yaml
 from pyspark_gazette.client.specs import spec_from_mapping
 from pyspark_gazette.errors import OptionError, SpecError
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.specs import validate_spec
 
 
 def spec_template(text: str) -> dict[str, Any]:
@@ -31,10 +32,12 @@ def spec_template(text: str) -> dict[str, Any]:
 
 
 def spec_from_template(name: str, template: dict[str, Any]) -> pb.JournalSpec:
-    """A complete spec for journal ``name`` from a ``createJournals`` template."""
+    """A complete spec for journal ``name`` from a ``createJournals`` template, checked whole
+    against Gazette's JournalSpec rules (:func:`~pyspark_gazette.protocol.specs.validate_spec`)."""
     spec = spec_from_mapping(name, template)
     if spec.fragment.length == 0 or spec.fragment.compression_codec == pb.INVALID:
         raise SpecError("a createJournals template needs fragment.length and fragment.compression_codec")
     if spec.fragment.refresh_interval.seconds == 0 and spec.fragment.refresh_interval.nanos == 0:
         spec.fragment.refresh_interval.seconds = 60
+    validate_spec(spec)
     return spec

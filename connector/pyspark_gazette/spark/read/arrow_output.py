@@ -50,7 +50,16 @@ def is_untyped(schema: StructType) -> bool:
 
 
 class OutputBuilder:
-    """Builds the record batches of one partition."""
+    """Builds the record batches of one partition (a ``collection`` read's builder is
+    :class:`~pyspark_gazette.spark.read.flow.FlowOutputBuilder`)."""
+
+    def __new__(cls, schema: StructType, opts: ReadOptions, framing: Framing) -> Any:
+        if opts.collection and cls is OutputBuilder:
+            # Late: spark/read/flow.py builds on this module (its plain columns are ours).
+            from pyspark_gazette.spark.read.flow import FlowOutputBuilder
+
+            return FlowOutputBuilder(schema, opts, framing)
+        return super().__new__(cls)
 
     def __init__(self, schema: StructType, opts: ReadOptions, framing: Framing):
         from pyspark.sql.pandas.types import to_arrow_schema

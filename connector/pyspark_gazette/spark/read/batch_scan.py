@@ -24,9 +24,12 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_gazette.client import JournalClient
+from pyspark_gazette.flow.labels import name_partitions
 from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read import pack as pack_module
 from pyspark_gazette.spark.read.arrow_output import is_untyped
+from pyspark_gazette.spark.read.flow import FLOW_COLUMNS, predicate_of
 from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
 from pyspark_gazette.spark.read.partition_reader import read_batches
 from pyspark_gazette.spark.read.plan import GazettePartition, plan
@@ -79,7 +82,10 @@ class GazetteBatchReader(DataSourceReader):
                 if self.pruning.keep_journal(i.name)
             ]
             parts, ranges = plan(client, infos, self.opts)
-        packed = pack(prune(parts, self.pruning), self.opts)
+        opts = self.opts
+        if opts.min_partitions is None:  # spread the bytes over the cores, like Spark's file sources
+            opts = dataclasses.replace(opts, min_partitions=pack_module.default_parallelism())
+        packed = pack(pack_module.split(prune(parts, self.pruning), opts), opts)
         log.info(
             "planned %d partitions over %d journals (%d bytes)",
             len(packed),
@@ -177,3 +183,52 @@ def prune(parts: list[GazettePartition], p: Pruning) -> list[GazettePartition]:
         if segs:
             out.append(GazettePartition(len(out), part.journal, part.framing, segs))
     return out
+
+
+class FlowPruning(Pruning):
+    """:class:`Pruning` plus predicates on a collection's logical partition columns, decided per
+    journal from its partition values before any fragment is listed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.partition_predicates: list = []
+
+    def keep_journal(self, name: str) -> bool:
+        if not super().keep_journal(name):
+            return False
+        if not self.partition_predicates:
+            return True
+        values = name_partitions(name)
+        return all(p.holds(values) for p in self.partition_predicates)
+
+
+class FlowPushdownBatchReader(GazettePushdownBatchReader):
+    """A ``collection`` read with ``filterPushdown=true``: filters on logical partition columns
+    (``=``, ``IN``, ``IS NULL``, ``IS NOT NULL``) prune the collection's journals before any read
+    (Spark still re-checks them row by row); the other filters as
+    :class:`GazettePushdownBatchReader` takes them."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType):
+        super().__init__(opts, schema)
+        self.pruning = FlowPruning()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802
+        columns = {f.name for f in self.schema.fields if f.name not in FLOW_COLUMNS and f.name not in _BASE_COLUMNS}
+        rest = []
+        for f in filters:
+            pred = predicate_of(f, columns)
+            if pred is not None:
+                assert isinstance(self.pruning, FlowPruning)
+                self.pruning.partition_predicates.append(pred)
+            rest.append(f)  # re-checked by Spark either way
+        schema = self.schema
+        base = [f for f in schema.fields if f.name in _BASE_COLUMNS]
+        self.schema = StructType(base) if base else schema  # journal/offset/mod_time as the plain read names them
+        try:
+            yield from list(super().pushFilters(rest))
+        finally:
+            self.schema = schema
+
+
+#: Columns of an untyped read that are not logical partitions of a collection.
+_BASE_COLUMNS = frozenset({"journal", "offset", "value", "uuid", "producer", "clock", "flags", "mod_time"})

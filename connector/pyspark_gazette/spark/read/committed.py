@@ -43,6 +43,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
+from pyspark_gazette.flow.documents import TXN_MASK
 from pyspark_gazette.message import Envelope, Flags, Framing, Outcome, Sequencer
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.arrow_output import OutputBuilder, uuid_parts
@@ -195,6 +196,8 @@ class CommittedFilter:
         out = []
         for offset, raw, p in zip(msgs.offsets.to_pylist(), msgs.values.to_pylist(), parts, strict=True):
             producer, clock, flags = p if p else (b"\0" * 6, 0, 0)
+            if self.opts.collection:
+                flags &= TXN_MASK  # Flow's CONTROL flag (0x4) does not change sequencing
             out.append(
                 Envelope(self.journal, offset, offset + self.framing.framed_size(len(raw)), producer, clock, flags, raw)
             )

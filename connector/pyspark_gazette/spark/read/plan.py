@@ -2,7 +2,11 @@
 
 For each journal the planner takes one snapshot: the broker's fragment listing (persisted
 fragments with their store, plus the local, not yet persisted ones) and the write head at that
-moment. Bounds (offsets or fragment mod times) become a byte range ``[start, end)`` per
+moment, **settled** through failover (:mod:`pyspark_gazette.client.settle`): the end is the
+primary's write head when that is beyond the listing (a re-joined replica lists less than was
+acknowledged), and holes that a route member can still fill are listed again from the members,
+then waited out within ``broker.timeout``; only holes Gazette itself treats as gone, or that
+outlast the wait, are data loss. Bounds (offsets or fragment mod times) become a byte range ``[start, end)`` per
 journal, and the range is cut into :class:`Segment` s along fragment boundaries:
 
 * a segment of a persisted fragment is read **directly from the object store** by the executor
@@ -34,7 +38,9 @@ from collections.abc import Sequence
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
+from pyspark_gazette.client.heads import sweep_heads
 from pyspark_gazette.client.list_apply import list_fragments_many
+from pyspark_gazette.client.settle import settle
 from pyspark_gazette.errors import GazetteError, OptionError, StoreError, redact_url
 from pyspark_gazette.fragments import FragmentRef, require_package
 from pyspark_gazette.message import Framing
@@ -66,6 +72,8 @@ class Segment:
     boundary: bool = True
     #: Unix seconds the fragment was persisted (0 while it is not).
     mod_time: int = 0
+    #: The broker to read a broker segment through first (the primary at planning; '' = any).
+    endpoint: str = ""
 
     @property
     def length(self) -> int:
@@ -101,6 +109,8 @@ class Snapshot:
     framing: Framing
     fragments: tuple[ListedFragment, ...]
     write_head: int
+    #: The primary's endpoint at planning ('' when unknown): broker segments are read there first.
+    endpoint: str = ""
 
     @property
     def name(self) -> str:
@@ -120,19 +130,37 @@ def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: Re
     if len(infos) <= 1:
         return [take_snapshot(client, info, opts) for info in infos]
     ttl = SIGNED_URL_TTL if opts.signed_urls else None
-    listed = list_fragments_many(client.conns, [i.name for i in infos], signature_ttl=ttl, window=PLAN_WINDOW)
-    return [_snapshot(info, frags, opts) for info, (_, frags) in zip(infos, listed, strict=True)]
+    names = [i.name for i in infos]
+    listed = list(list_fragments_many(client.conns, names, signature_ttl=ttl, window=PLAN_WINDOW))
+    heads = sweep_heads(client.conns, names, PLAN_WINDOW, primary=True)  # after the listings: never below them
+    return [
+        _snapshot(client, info, frags, opts, need=heads.get(info.name, 0), ask_primary=False)
+        for info, (_, frags) in zip(infos, listed, strict=True)
+    ]
 
 
-def take_snapshot(client: JournalClient, info: JournalInfo, opts: ReadOptions) -> Snapshot:
+def take_snapshot(
+    client: JournalClient, info: JournalInfo, opts: ReadOptions, *, need: int = 0, ask_primary: bool = True
+) -> Snapshot:
+    """``info``'s snapshot; ``need``: an end the caller knows was reached (a stream's planned
+    offset), below which holes are waited out like those below the primary's head
+    (``ask_primary``: also ask the primary for its write head)."""
     listed = client.list_fragments(info.name, signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None)
-    return _snapshot(info, listed, opts)
+    return _snapshot(client, info, listed, opts, need=need, ask_primary=ask_primary)
 
 
-def _snapshot(info: JournalInfo, listed: Sequence[ListedFragment], opts: ReadOptions) -> Snapshot:
-    frags = tuple(sorted(listed, key=lambda f: (f.spec.begin, -f.spec.end)))
-    write_head = max((f.spec.end for f in frags), default=0)
-    return Snapshot(info, framing_of(info, opts.framing), frags, write_head)
+def _snapshot(
+    client: JournalClient,
+    info: JournalInfo,
+    listed: Sequence[ListedFragment],
+    opts: ReadOptions,
+    *,
+    need: int = 0,
+    ask_primary: bool = True,
+) -> Snapshot:
+    ttl = SIGNED_URL_TTL if opts.signed_urls else None
+    done = settle(client.conns, info.name, listed, need=need, signature_ttl=ttl, ask_primary=ask_primary)
+    return Snapshot(info, framing_of(info, opts.framing), done.fragments, done.head, done.endpoint)
 
 
 def resolve_offset(snap: Snapshot, spec: str | dict[str, int] | None, default: str, option: str) -> int:
@@ -185,8 +213,9 @@ def segments(
 ) -> list[Segment]:
     """Cut ``[start, end)`` of ``snap`` into segments along its fragments.
 
-    A hole (no fragment covers some bytes) is data loss: it raises :class:`DataLoss` naming the
-    journal and offsets when ``failOnDataLoss`` is on, else it is logged and appended to ``lost``.
+    A hole (no fragment covers some bytes) left in a settled snapshot (gone, or not filled
+    within ``broker.timeout``) is data loss: it raises :class:`DataLoss` naming the journal and
+    offsets when ``failOnDataLoss`` is on, else it is logged and appended to ``lost``.
     """
     out: list[Segment] = []
     pos = start
@@ -222,6 +251,7 @@ def segments(
                 listed.signed_url if direct and opts.signed_urls else "",
                 boundary,
                 ref.mod_time,
+                "" if direct else snap.endpoint,
             )
         )
         pos = seg_end

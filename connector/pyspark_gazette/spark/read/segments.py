@@ -26,6 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyspark_gazette import testing
 from pyspark_gazette.client import Connections, RetryReader
 from pyspark_gazette.errors import (
     FragmentError,
@@ -125,12 +126,26 @@ def _direct_chunks(seg: Segment, read_from: int, opts: ReadOptions) -> Iterator[
 
 def _broker_chunks(seg: Segment, read_from: int, opts: ReadOptions) -> Iterator[bytes]:
     """[read_from, seg.end) through the broker, then on past ``end`` while the caller keeps
-    asking (to finish a straddling message), up to the write head."""
+    asking (to finish a straddling message), up to the write head.
+
+    The first Read goes to the broker the plan names (the primary at planning), which holds the
+    unpersisted content the plan counted on; a route member that re-joined since may not have
+    it yet (:mod:`pyspark_gazette.client.settle`) and would block on it."""
     conns = connections(opts)
-    with RetryReader(conns, seg.journal, read_from, end_offset=seg.end, block=True, do_not_proxy=False) as r:
-        yield from _coalesce(_reader_chunks(r))
+    first = {"endpoint": seg.endpoint} if seg.endpoint else {}
+    with RetryReader(conns, seg.journal, read_from, end_offset=seg.end, block=True, do_not_proxy=False, **first) as r:
+        yield from _coalesce(_held(_reader_chunks(r), r, seg))
     with RetryReader(conns, seg.journal, seg.end, block=False, do_not_proxy=False) as r:
         yield from _reader_chunks(r)
+
+
+def _held(chunks: Iterator[bytes], r: RetryReader, seg: Segment) -> Iterator[bytes]:
+    """``chunks``, pausing after the first at the :func:`~pyspark_gazette.testing.read_hold`
+    test hook (a no-op unless a test armed it)."""
+    for i, chunk in enumerate(chunks):
+        if i == 0:
+            testing.read_hold(seg.journal, r.offset, seg.end, r.reader.endpoint)
+        yield chunk
 
 
 def _reader_chunks(r: RetryReader) -> Iterator[bytes]:

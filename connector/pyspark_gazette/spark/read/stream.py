@@ -19,7 +19,9 @@ scales with the object store.
   many bytes are waiting or ``maxTriggerDelay`` passed since the last batch.
 * ``Trigger.AvailableNow`` reads up to the write heads seen when the query starts.
 * Journals matching a ``selector`` that appear later are read from their start; journals that
-  disappear end cleanly. Missing content (retention deleted it before it was read) follows
+  disappear end cleanly. A journal whose write head is found below the stream's offset in it was
+  deleted and re-created: the query fails saying so, or, with ``failOnDataLoss=false``, reads the
+  new journal from its start (:meth:`GazetteStreamReader._recreated`). Missing content (retention deleted it before it was read) follows
   ``failOnDataLoss``.
 
 Each micro-batch's journal ranges are cut at absolute multiples of ``maxPartitionBytes``
@@ -288,6 +290,10 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if journal in new:
                 end[journal] = new[journal]
                 backlogs[journal] = head - new[journal]
+            elif head < offset_of(start[journal]):
+                # Gazette never moves a write head back: the journal was deleted and re-created.
+                end[journal] = self._recreated(client, journal, offset_of(start[journal]), head)
+                backlogs[journal] = 0  # this batch only moves to its start; the next ones read it
             else:
                 backlogs[journal] = max(0, head - offset_of(start[journal]))
         waiting = sum(backlogs.values())
@@ -315,7 +321,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         journal that moved is scanned from its ``origin`` entry, the batch's start (see
         :func:`~pyspark_gazette.spark.read.committed.scan_state`)."""
         infos = {i.name: i for i in self._journals(client)}
-        moved = [j for j in sorted(end) if j in infos and offset_of(end[j]) != offset_of(origin[j])]
+        # Only journals that moved forward: a re-created journal's new offset has no state yet.
+        moved = [j for j in sorted(end) if j in infos and offset_of(end[j]) > offset_of(origin[j])]
 
         def scan(journal: str):
             snap = take_snapshot(client, infos[journal], self.opts)
@@ -342,8 +349,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             e = offset_of(end[journal])
             entry = start.get(journal, e if journal not in infos else -1)
             s = offset_of(entry)
-            if s == -1:
-                entry = s = self._earliest(client, journal)
+            if s == -1 or (s > e and journal in infos):  # -1: new; s > e: re-created (see _recreated)
+                entry = s = self._earliest(client, journal) if s == -1 else e
             if s < e:
                 ranges.append((journal, s, e))
                 starts[journal] = entry
@@ -353,10 +360,12 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if info is None:
                 return "the journal no longer exists"
             try:
-                return take_snapshot(client, info, self.opts)
+                # The planned end was reached: holes below it are waited out, not skipped.
+                return take_snapshot(client, info, self.opts, need=need[journal], ask_primary=False)
             except JournalNotFoundError:
                 return "the journal was deleted"
 
+        need = {j: e for j, _, e in ranges}
         snaps = sweep(snapshot, [j for j, _, _ in ranges])
         if self.opts.read_committed:
             parts: list = []
@@ -386,6 +395,23 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
             weights.extend(hi - lo for lo, hi in spans)
         return pack(pieces, self.opts, weights)
+
+    def _recreated(self, client, journal: str, offset: int, head: int) -> int:
+        """The rule for a journal whose write head is below the stream's offset in it (it was
+        deleted and re-created, and its offsets restarted): with ``failOnDataLoss`` (the default)
+        the query fails saying so; without, the stream goes on with the new journal from its
+        start, which this micro-batch moves to (reading nothing of it) and the next ones read."""
+        from pyspark_gazette.spark.read.plan import DataLoss
+
+        text = (
+            f"journal {journal!r}: its write head {head} is below the stream's offset {offset} in it: "
+            "the journal was deleted and re-created (its offsets restarted)"
+        )
+        if self.opts.fail_on_data_loss:
+            raise DataLoss(text + "; set failOnDataLoss=false to read the new journal from its start")
+        earliest = self._earliest(client, journal)
+        log.warning("%s; reading the new journal from offset %d (failOnDataLoss=false)", text, earliest)
+        return earliest
 
     def _lost(self, journal: str, begin: int, end: int, why: str) -> None:
         text = f"journal {journal!r}: offsets [{begin}, {end}) cannot be read: {why}"

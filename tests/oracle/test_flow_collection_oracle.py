@@ -1,0 +1,266 @@
+"""Estuary Flow collections read as Flow reads them, against Gazette's own code.
+
+The Go peer publishes Flow-shaped documents with Gazette's ``message.Publisher`` (UUIDs at
+``/_meta/uuid``, transactions committed by ACK documents, a transaction never committed) plus
+Flow's CONTROL-flag documents (``_meta/backfillBegin`` / ``backfillComplete``, UUIDs built by
+Gazette's ``BuildUUID`` with flag 0x4) into journals named and labelled as Flow names and labels
+a collection's journals: two logical partitions (``region``) of which one is split in two key
+ranges, next to decoys (another collection under the same name prefix, and this collection's
+label on a journal outside its prefix). Gazette's ``ReadCommittedIter`` over the same journals,
+less ACKs and CONTROL documents, is the oracle of what a ``collection`` read returns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+
+import peer
+import pytest
+
+from pyspark_gazette.flow.labels import encode_value
+from pyspark_gazette.message.uuids import clock_to_micros, get_clock
+
+ACK_TXN, CONTROL = 0x2, 0x4
+
+
+def flow_journal(target, collection: str, generation: str, region: str, pivot: str = "00", **extra) -> str:
+    """Create one journal of ``collection`` as Flow names and labels it."""
+    name = f"{collection}/{generation}/region={encode_value(region)}/pivot={pivot}"
+    labels = {
+        "estuary.dev/collection": extra.pop("label", collection),
+        "estuary.dev/field/region": encode_value(region),
+        "estuary.dev/key-begin": pivot if pivot != "00" else "00000000",
+        "estuary.dev/key-end": extra.pop("key_end", "ffffffff"),
+        "app.gazette.dev/managed-by": "estuary.dev/flow",
+    }
+    name = extra.pop("name", name)
+    target.create(name, content_type="application/x-ndjson", length=2048, labels=labels, **extra)
+    return name
+
+
+def collection_fixture(target, tag: str, seed: int):
+    collection = f"acme/{target.kind}/{tag}/orders"
+    journals = [
+        flow_journal(target, collection, "g1", "eu"),
+        flow_journal(target, collection, "g1", "us", "00", key_end="7fffffff"),
+        flow_journal(target, collection, "g1", "us", "80000000"),  # the split's second half
+    ]
+    # Decoys: another collection's journal under this one's name prefix, and this collection's
+    # label on a journal outside its name prefix. Neither may be read.
+    decoys = [
+        flow_journal(target, collection, "g1", "ap", label=collection + "-v2"),
+        flow_journal(target, collection, "g1", "eu", name=f"acme/{target.kind}/{tag}/elsewhere/region=eu/pivot=00"),
+    ]
+    peer.flow_publish(target.address, journals + decoys, seed=seed, rounds=70)
+    return collection, journals
+
+
+def oracle(target, journals: list[str], *, control: bool = False) -> list[dict]:
+    """Gazette's ReadCommittedIter over the journals, less ACKs (and CONTROL documents)."""
+    out = []
+    for line in peer.read_committed(target.address, journals):
+        if line["flags"] & ACK_TXN or (line["flags"] & CONTROL and not control):
+            continue
+        out.append(line)
+    return sorted(out, key=lambda x: (x["journal"], x["offset"]))
+
+
+def published_at(u: str) -> dt.datetime:
+    micros = clock_to_micros(get_clock(uuid.UUID(u)))
+    return dt.datetime.fromtimestamp(micros / 1e6, dt.timezone.utc)
+
+
+def rows_of(df) -> list[tuple]:
+    return sorted(
+        (
+            r.journal,
+            r.offset,
+            json.dumps(json.loads(r.value), sort_keys=True),
+            r.region,
+            r["_meta/op"],
+            r.flow_published_at.astimezone(dt.timezone.utc),
+        )
+        for r in df.collect()
+    )
+
+
+def want_rows(lines: list[dict]) -> list[tuple]:
+    return sorted(
+        (
+            x["journal"],
+            x["offset"],
+            json.dumps(x["doc"], sort_keys=True),
+            x["journal"].split("region=")[1].split("/")[0],
+            x["doc"]["_meta"].get("op"),
+            published_at(x["uuid"]),
+        )
+        for x in lines
+    )
+
+
+def collection_reader(spark, target, collection: str, **options):
+    r = spark.read.format("gazette").option("broker.address", target.address)
+    r = r.option("store.fileRoot", target.store_root).option("collection", collection)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r
+
+
+def test_batch_read_of_a_collection_equals_gazettes_read_committed(spark, target):
+    collection, journals = collection_fixture(target, "batch", seed=5)
+    lines = oracle(target, journals)
+    assert len(lines) > 30 and {x["journal"] for x in lines} == set(journals)
+    df = collection_reader(spark, target, collection).load()
+    assert df.columns == ["journal", "offset", "value", "region", "flow_published_at", "_meta/op"]
+    assert rows_of(df) == want_rows(lines)
+
+    # The control documents, on request: one backfillBegin and one backfillComplete per journal.
+    with_control = oracle(target, journals, control=True)
+    df = collection_reader(spark, target, collection, **{"collection.controlDocuments": "true"}).load()
+    assert rows_of(df) == want_rows(with_control)
+    control = [
+        json.loads(r.value)["_meta"]
+        for r in df.collect()
+        if "backfillBegin" in r.value or "backfillComplete" in r.value
+    ]
+    assert sorted(k for m in control for k in m if k.startswith("backfill")) == sorted(
+        ["backfillBegin"] * 3 + ["backfillComplete"] * 3
+    )
+
+
+def test_a_typed_read_types_partitions_and_documents(spark, target):
+    collection, journals = collection_fixture(target, "typed", seed=6)
+    lines = oracle(target, journals)
+    df = collection_reader(spark, target, collection).schema("id LONG, n LONG, region STRING, `_meta/op` STRING").load()
+    got = sorted((r.n, r.id, r.region, r["_meta/op"]) for r in df.collect())
+    want = sorted((x["doc"]["n"], x["doc"]["id"], x["doc"]["region"], x["doc"]["_meta"]["op"]) for x in lines)
+    assert got == want
+
+
+def test_partition_filters_prune_journals_before_any_read(spark, target):
+    from pyspark.sql.datasource import EqualTo
+
+    from pyspark_gazette.spark.options import ReadOptions
+    from pyspark_gazette.spark.read.batch_scan import FlowPushdownBatchReader
+    from pyspark_gazette.spark.read.plan import GazettePartition
+
+    collection, journals = collection_fixture(target, "prune", seed=7)
+    opts = ReadOptions.parse(
+        {
+            "broker.address": target.address,
+            "store.fileRoot": target.store_root,
+            "collection": collection,
+            "filterPushdown": "true",
+        },
+        env={},
+    )
+    from pyspark_gazette.spark.source import _collection_schema
+
+    schema = _collection_schema(opts)
+    reader = FlowPushdownBatchReader(opts, schema)
+    assert list(reader.pushFilters([EqualTo(("region",), "us")])) == [EqualTo(("region",), "us")]
+    planned = set()
+    for part in reader.partitions():
+        parts = getattr(part, "members", None) or [part]
+        planned |= {p.journal for p in parts if isinstance(p, GazettePartition)}
+    assert planned == {j for j in journals if "region=us" in j}
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = collection_reader(spark, target, collection, filterPushdown="true").load().where("region = 'us'")
+        assert rows_of(df) == want_rows([x for x in oracle(target, journals) if "region=us" in x["journal"]])
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def test_stream_of_a_collection_with_a_partition_selector_and_a_split_mid_stream(spark, target, tmp_path):
+    collection, journals = collection_fixture(target, "stream", seed=8)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def run():
+        r = spark.readStream.format("gazette").option("broker.address", target.address)
+        r = r.option("store.fileRoot", target.store_root).option("collection", collection)
+        r = r.option("collection.partitions", json.dumps({"include": {"region": ["us"]}}))
+        r = r.option("startingOffsets", "earliest").option("maxBytesPerTrigger", "4k")
+
+        def sink(batch, batch_id):
+            batch.selectExpr(
+                "journal", "offset", "value", "region", "`_meta/op` as op", "flow_published_at"
+            ).write.mode("overwrite").parquet(str(out / str(batch_id)))
+
+        q = r.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
+        q = q.trigger(availableNow=True).start()
+        q.awaitTermination()
+
+    def got():
+        df = spark.read.parquet(str(out / "*"))
+        return sorted(
+            (
+                r.journal,
+                r.offset,
+                json.dumps(json.loads(r.value), sort_keys=True),
+                r.region,
+                r.op,
+                r.flow_published_at.astimezone(dt.timezone.utc),
+            )
+            for r in df.collect()
+        )
+
+    run()
+    us = [j for j in journals if "region=us" in j]
+    assert got() == want_rows(oracle(target, us))
+    # Flow splits the eu partition mid-stream: a new journal of the collection appears (and eu
+    # stays excluded), and another us journal is added by a split of its own.
+    added = flow_journal(target, collection, "g1", "us", "c0000000")
+    peer.flow_publish(target.address, [added], seed=9, rounds=20)
+    run()
+    assert got() == want_rows(oracle(target, [*us, added]))
+
+
+def test_a_journal_deleted_and_recreated_mid_stream(spark, target, tmp_path):
+    """Rule: a journal whose write head is below the stream's offset in it was deleted and
+    re-created. The query fails saying so; with failOnDataLoss=false it reads the new journal from
+    its start. (Re-created on another store, as its old fragments would otherwise restore its
+    old write head.)"""
+    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+
+    collection = f"acme/{target.kind}/recreated/orders"
+    journal = flow_journal(target, collection, "g1", "eu")
+    peer.flow_publish(target.address, [journal], seed=10, rounds=60)
+    first = oracle(target, [journal])
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def run(**options):
+        r = spark.readStream.format("gazette").option("broker.address", target.address)
+        r = r.option("store.fileRoot", target.store_root).option("collection", collection)
+        r = r.option("startingOffsets", "earliest")
+        for k, v in options.items():
+            r = r.option(k, v)
+
+        def sink(batch, batch_id):
+            batch.select("journal", "offset", "value").write.mode("overwrite").json(str(out / str(batch_id)))
+
+        q = r.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
+        q.trigger(availableNow=True).start().awaitTermination()
+
+    def got():
+        rows = [json.loads(line) for f in sorted(out.glob("*/part-*.json")) for line in f.read_text().splitlines()]
+        return sorted((r["journal"], r["offset"], json.dumps(json.loads(r["value"]), sort_keys=True)) for r in rows)
+
+    def want(lines):
+        return sorted((x["journal"], x["offset"], json.dumps(x["doc"], sort_keys=True)) for x in lines)
+
+    run()
+    assert got() == want(first)
+    with JournalClient(ClientConfig(target.address)) as c:
+        c.apply([Change(expect_mod_revision=-1, delete=journal)])
+    flow_journal(target, collection, "g1", "eu", store="file:///recreated/")
+    peer.flow_publish(target.address, [journal], seed=11, rounds=6, control=False)
+    second = oracle(target, [journal])
+    assert second and max(x["offset"] for x in second) < max(x["offset"] for x in first)
+    with pytest.raises(Exception, match="deleted and re-created"):
+        run()
+    run(failOnDataLoss="false")
+    assert got() == sorted(want(first) + want(second))

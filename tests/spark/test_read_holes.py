@@ -1,0 +1,183 @@
+"""Holes in a journal's fragment listing (client/settle.py): a transient hole, one the broker has
+not listed yet, is waited out by batch and stream planning; a hole Gazette itself treats as gone
+(the next fragment persisted more than 6 hours ago) is data loss at once. And a list of broker
+addresses: planning, streams and sinks go on when the first address is dead.
+
+A transient hole is made on the embedded broker by moving a persisted fragment's file aside and
+re-listing the store (the index drops it, as a broker that has not listed it yet); the test
+waits for the planner's marker (testing.arm_settle_wait) before putting the file back and
+re-listing, so the read provably started while the hole was open.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from spark_helpers import events, fill, ndjson, reader
+
+from pyspark_gazette import testing
+from pyspark_gazette.fragments import FragmentRef
+
+
+def _open_hole(client, broker, journal):
+    """Move the second fragment's file aside and re-list: the listing has a hole there."""
+    mid = FragmentRef.from_proto(client.list_fragments(journal)[1].spec)
+    path = os.path.join(broker.store_root, "store", mid.content_path)
+    os.rename(path, path + ".aside")
+    broker.refresh(journal)
+    assert (mid.begin, mid.end) not in [(f.spec.begin, f.spec.end) for f in client.list_fragments(journal)]
+    return mid, path
+
+
+def _wait_marker(marker: str, thread: threading.Thread, timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(marker):  # written by a Spark Python worker: no event to share
+        assert thread.is_alive(), "the read ended without waiting on the hole"
+        assert time.monotonic() < deadline, "planning never waited on the hole"
+        time.sleep(0.05)
+    with open(marker) as f:
+        return f.read()
+
+
+def _in_thread(fn):
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_batch_read_waits_out_a_transient_hole(spark, broker, client, create_journal):
+    journal = f"holes/batch-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024, refresh_seconds=3600)
+    expected = fill(client, broker, journal, batches=8, per_batch=20)
+    mid, path = _open_hole(client, broker, journal)
+    marker = testing.arm_settle_wait(journal)
+    try:
+        t, out = _in_thread(lambda: reader(spark, broker, journals=journal, directReads="false").load().collect())
+        text = _wait_marker(marker, t)
+        assert f"({mid.begin}, {mid.end})" in text  # the planner waited on exactly that hole
+        os.rename(path + ".aside", path)
+        broker.refresh(journal)
+        t.join(120)
+        assert not t.is_alive() and "error" not in out, out.get("error")
+    finally:
+        testing.disarm_settle_wait(journal)
+    assert sorted(r.offset for r in out["value"]) == [o for o, _ in expected]  # nothing skipped
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_hole_gazette_would_jump_is_data_loss_at_once(spark, broker, client, create_journal, fail):
+    journal = f"holes/gone-{int(fail)}-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024, refresh_seconds=3600)
+    expected = fill(client, broker, journal, batches=8, per_batch=20)
+    after = FragmentRef.from_proto(client.list_fragments(journal)[2].spec)
+    week_ago = time.time() - 7 * 24 * 3600  # persisted long before: Gazette's reader jumps the hole
+    os.utime(os.path.join(broker.store_root, "store", after.content_path), (week_ago, week_ago))
+    mid, _ = _open_hole(client, broker, journal)
+    marker = testing.arm_settle_wait(journal)
+    try:
+        r = reader(spark, broker, journals=journal, failOnDataLoss=str(fail).lower())
+        if fail:
+            with pytest.raises((PySparkException, Py4JJavaError)) as ei:
+                r.load().collect()
+            assert journal in str(ei.value) and f"[{mid.begin}, {mid.end})" in str(ei.value)
+        else:
+            rows = r.load().collect()
+            assert sorted(x.offset for x in rows) == [o for o, _ in expected if not mid.begin <= o < mid.end]
+        assert not os.path.exists(marker)  # reported at once, never waited on
+    finally:
+        testing.disarm_settle_wait(journal)
+
+
+def test_stream_waits_out_a_transient_hole(spark, broker, client, create_journal, tmp_path):
+    journal = f"holes/stream-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024, refresh_seconds=3600)
+    expected = fill(client, broker, journal, batches=8, per_batch=20)
+    mid, path = _open_hole(client, broker, journal)
+    marker = testing.arm_settle_wait(journal)
+    name = "holes_" + uuid.uuid4().hex[:6]
+    try:
+        df = (
+            spark.readStream.format("gazette")
+            .option("broker.address", broker.address)
+            .option("store.fileRoot", broker.store_root)
+            .option("journals", journal)
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        q = (
+            df.writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", str(tmp_path / name))
+            .trigger(availableNow=True)
+            .start()
+        )
+        seen: dict = {}
+
+        def fill_hole() -> None:  # once planning waits on the hole, put the fragment back
+            seen["text"] = _wait_marker(marker, threading.current_thread(), timeout=300)
+            os.rename(path + ".aside", path)
+            broker.refresh(journal)
+
+        filler = threading.Thread(target=fill_hole, daemon=True)
+        filler.start()
+        q.awaitTermination(400)
+        filler.join(10)
+        assert q.exception() is None, q.exception()
+        assert f"({mid.begin}, {mid.end})" in seen["text"]  # the planner waited on exactly that hole
+    finally:
+        testing.disarm_settle_wait(journal)
+    got = sorted(r.offset for r in spark.sql(f"SELECT offset FROM {name}").collect())
+    assert got == [o for o, _ in expected]
+
+
+def _dead_address() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    return f"http://127.0.0.1:{port}"
+
+
+def test_a_dead_first_address_is_passed_over_by_batch_stream_and_sink(spark, broker, client, create_journal, tmp_path):
+    src, dst = f"boot/src-{uuid.uuid4().hex[:6]}", f"boot/dst-{uuid.uuid4().hex[:6]}"
+    create_journal(src)
+    create_journal(dst)
+    client.append(src, ndjson(events(30)))
+    addresses = f"{_dead_address()},{broker.address}"
+    rows = reader(spark, broker, journals=src).option("broker.address", addresses).load().collect()
+    assert len(rows) == 30
+    df = (
+        spark.readStream.format("gazette")
+        .option("broker.address", addresses)
+        .option("store.fileRoot", broker.store_root)
+        .option("journals", src)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    q = (
+        df.select("value")
+        .writeStream.format("gazette")
+        .option("broker.address", addresses)
+        .option("journal", dst)
+        .option("checkpointLocation", str(tmp_path / "boot"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    assert sorted(client.read_all(dst).splitlines()) == sorted(ndjson(events(30)).splitlines())
