@@ -71,6 +71,14 @@ def clock_to_unix(clock: int) -> tuple[int, int]:
     return seconds, rest * 100
 
 
+def clock_to_micros(clock: int) -> int:
+    """Microseconds since the Unix epoch (UTC) of a clock: the time its publisher stamped the
+    message, as Spark's ``TimestampType`` and Arrow's ``timestamp("us", "UTC")`` hold it (the
+    4-bit counter and the sub-microsecond digits are dropped). The one conversion of a message's
+    clock to a timestamp (the ``timestamp`` metadata column uses it)."""
+    return ((clock >> 4) - GREGORIAN_OFFSET) // 10
+
+
 def clock_now(time_ns: Callable[[], int] = time.time_ns) -> int:
     """The clock of the current time."""
     now = time_ns()

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from pyspark_gazette.errors import GazetteError
-from pyspark_gazette.spark.options import OPTIONS, STREAM, ReadOptions
+from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions
 
 #: Metadata columns of untyped reads with includeMetadata (typed reads prefix them with "_").
 METADATA_COLUMNS = (
@@ -32,6 +32,7 @@ METADATA_COLUMNS = (
     ("clock", LongType()),
     ("flags", IntegerType()),
     ("mod_time", TimestampType()),
+    ("timestamp", TimestampType()),
 )
 _STREAM_ONLY = {o.key.lower() for o in OPTIONS if o.scopes == frozenset({STREAM})}
 
@@ -55,12 +56,32 @@ class GazetteDataSource(DataSource):
     def name(cls) -> str:
         return "gazette"
 
-    def _read_options(self, *, streaming: bool | None = None) -> ReadOptions:
+    def _options(self, scope: str, schema: StructType | None) -> dict[str, str]:
+        """The options of this query: a catalog table's ``OPTIONS`` when Spark passes its
+        properties (``CREATE TABLE``), else the query's over those stashed in a table's schema
+        (see :mod:`~pyspark_gazette.spark.options.catalog`)."""
+        from pyspark_gazette.spark.options import catalog
+
+        if catalog.is_catalog(self.options):
+            return catalog.catalog_options(self.options)
+        return catalog.table_options(self.options, schema, scope)
+
+    def _read_options(self, *, streaming: bool | None = None, schema: StructType | None = None) -> ReadOptions:
+        options = self._options(STREAM if streaming else READ, schema)
         if streaming is None:
-            streaming = any(k.lower() in _STREAM_ONLY for k in self.options)
-        return ReadOptions.parse(self.options, streaming=streaming)
+            streaming = any(k.lower() in _STREAM_ONLY for k in options)
+        return ReadOptions.parse(options, streaming=streaming)
 
     def schema(self) -> StructType:
+        from pyspark_gazette.spark.options import catalog
+
+        schema = self._infer_schema()
+        if catalog.is_catalog(self.options):
+            # CREATE TABLE: the only time Spark shows us the table's options; keep them with it.
+            schema = catalog.stash(schema, catalog.catalog_options(self.options))
+        return schema
+
+    def _infer_schema(self) -> StructType:
         from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of, resolve_journals
 
         opts = self._read_options()
@@ -79,7 +100,7 @@ class GazetteDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from pyspark_gazette.spark.read.batch import GazetteBatchReader, GazettePushdownBatchReader
 
-        opts = self._read_options(streaming=False)
+        opts = self._read_options(streaming=False, schema=schema)
         cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
         return cls(opts, schema)
 
@@ -87,7 +108,7 @@ class GazetteDataSource(DataSource):
         from pyspark_gazette.spark.read.stream import GazetteStreamReader
 
         try:
-            return GazetteStreamReader(self._read_options(streaming=True), schema)
+            return GazetteStreamReader(self._read_options(streaming=True, schema=schema), schema)
         except GazetteError as e:
             # Spark's stream runner cannot report an error raised here (it then fails on its own
             # clean-up with an UnboundLocalError that hides ours): report it from the first call.
@@ -97,12 +118,12 @@ class GazetteDataSource(DataSource):
         from pyspark_gazette.spark.options import WriteOptions
         from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 
-        return GazetteBatchWriter(WriteOptions.parse(self.options), schema, overwrite)
+        return GazetteBatchWriter(WriteOptions.parse(self._options(WRITE, schema)), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
-        return GazetteStreamWriter(stream_write_options(self.options), schema, overwrite)
+        return GazetteStreamWriter(stream_write_options(self._options(WRITE, schema)), schema, overwrite)
 
 
 class _FailedStreamReader(DataSourceStreamReader):

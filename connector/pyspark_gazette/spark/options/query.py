@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pyspark_gazette.errors import OptionError, SpecError
 from pyspark_gazette.protocol.journals import base_journal, validate_journal_name
 from pyspark_gazette.spark.options.connection import Connection, connection_from
-from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, parse
-from pyspark_gazette.spark.options.table import READ, STREAM, WRITE, option
+from pyspark_gazette.spark.options.parsing import DEFAULTS, check_offsets_name_read_journals, parse
+from pyspark_gazette.spark.options.table import READ, STREAM, WRITE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +85,7 @@ class ReadOptions:
         if start_ts is not None and end_ts is not None and end_ts < start_ts:
             raise OptionError("endingTimestamp", f"{end_ts} is before startingTimestamp {start_ts}")
         starting = v.get("startingOffsets")
-        ending = v.get("endingOffsets", "latest")
+        ending = v.get("endingOffsets", DEFAULTS["endingOffsets"])
         if ending == "earliest":
             raise OptionError(
                 "endingOffsets", "must be latest or a JSON object of offsets (earliest would read nothing)"
@@ -124,12 +124,12 @@ class ReadOptions:
             filter_pushdown=bool(v.get("filterPushdown")),
             max_bytes_per_trigger=max_bytes,
             min_bytes_per_trigger=v.get("minBytesPerTrigger"),
-            max_trigger_delay=v.get("maxTriggerDelay") or 900.0,
-            read_committed_lookback=v.get("readCommittedLookbackBytes") or option("readCommittedLookbackBytes").default,
-            open_cost_bytes=v.get("openCostInBytes") or option("openCostInBytes").default,
+            max_trigger_delay=v.get("maxTriggerDelay", DEFAULTS["maxTriggerDelay"]),
+            read_committed_lookback=v.get("readCommittedLookbackBytes", DEFAULTS["readCommittedLookbackBytes"]),
+            open_cost_bytes=v.get("openCostInBytes", DEFAULTS["openCostInBytes"]),
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
-            watch_write_heads=v.get("watchWriteHeads") or "auto",
+            watch_write_heads=v.get("watchWriteHeads", DEFAULTS["watchWriteHeads"]),
         )
 
 
@@ -159,6 +159,7 @@ class WriteOptions:
     uuid_pointer: str
     create_journals: str | None
     max_batch_bytes: int
+    allow_write_to_source: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, env: Mapping[str, str] | None = None) -> WriteOptions:
@@ -181,4 +182,5 @@ class WriteOptions:
             uuid_pointer=v["uuidPointer"],
             create_journals=v.get("createJournals"),
             max_batch_bytes=v["maxBatchBytes"],
+            allow_write_to_source=v["allowWriteToSource"],
         )

@@ -142,7 +142,7 @@ class GazettePushdownBatchReader(GazetteBatchReader):
 
         from pyspark_gazette.spark.read.batches import is_untyped
 
-        untyped = is_untyped(self.schema)
+        untyped = is_untyped(self.schema, self.opts.include_metadata)
         journal_col = "journal" if untyped else "_journal"
         offset_col = "offset" if untyped else "_offset"
         mod_col = "mod_time" if untyped else "_mod_time"
@@ -204,7 +204,7 @@ def prune(parts: list[GazettePartition], p: Pruning) -> list[GazettePartition]:
         segs = tuple(
             s
             for s in part.segments
-            if (p.offset_min is None or s.end > p.offset_min)
+            if (p.offset_min is None or s.end > p.offset_min or s.tail)
             and (p.offset_max is None or s.begin <= p.offset_max)
             and (p.mod_time_min is None or (s.mod_time and s.mod_time >= p.mod_time_min))
             and (p.mod_time_max is None or (s.mod_time and s.mod_time <= p.mod_time_max))
