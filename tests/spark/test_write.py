@@ -97,7 +97,7 @@ def test_column_routes_rows_without_the_option(spark, broker, client, create_jou
     for name in ("test/a", "test/b"):
         create_journal(name)
     rows = [(["test/a", "test/b"][i % 2], i) for i in range(300)]
-    writer(spark.createDataFrame(rows, "journal string, n int")).save()
+    writer(spark.createDataFrame(rows, "journal string, n int"), broker).save()
     for name, want in (("test/a", 0), ("test/b", 1)):
         got = docs(client, name)
         assert sorted(d["n"] for d in got) == [i for i in range(300) if i % 2 == want]

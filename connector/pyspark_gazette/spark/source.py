@@ -24,6 +24,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from pyspark_gazette.errors import GazetteError
 from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions
+from pyspark_gazette.spark.surface import plain
 
 #: Metadata columns of untyped reads with includeMetadata (typed reads prefix them with "_").
 METADATA_COLUMNS = (
@@ -72,6 +73,7 @@ class GazetteDataSource(DataSource):
             streaming = any(k.lower() in _STREAM_ONLY for k in options)
         return ReadOptions.parse(options, streaming=streaming)
 
+    @plain
     def schema(self) -> StructType:
         from pyspark_gazette.spark.options import catalog
 
@@ -79,6 +81,8 @@ class GazetteDataSource(DataSource):
         if catalog.is_catalog(self.options):
             # CREATE TABLE: the only time Spark shows us the table's options; keep them with it.
             schema = catalog.stash(schema, catalog.catalog_options(self.options))
+        elif catalog.is_write_target(self.options):
+            schema = catalog.nullable(schema)  # a view for INSERT INTO v (value) ...
         return schema
 
     def _infer_schema(self) -> StructType:
@@ -97,6 +101,7 @@ class GazetteDataSource(DataSource):
             text = not framings or framings <= TEXT_FRAMINGS
         return untyped_schema(text, opts.include_metadata)
 
+    @plain
     def reader(self, schema: StructType) -> DataSourceReader:
         from pyspark_gazette.spark.read.batch import GazetteBatchReader, GazettePushdownBatchReader
 
@@ -114,12 +119,14 @@ class GazetteDataSource(DataSource):
             # clean-up with an UnboundLocalError that hides ours): report it from the first call.
             return _FailedStreamReader(e)
 
+    @plain
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_gazette.spark.options import WriteOptions
         from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 
         return GazetteBatchWriter(WriteOptions.parse(self._options(WRITE, schema)), schema, overwrite)
 
+    @plain
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 

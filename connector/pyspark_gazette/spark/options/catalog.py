@@ -37,6 +37,8 @@ def is_catalog(options: Mapping[str, str]) -> bool:
 def catalog_options(options: Mapping[str, str]) -> dict[str, str]:
     """The ``OPTIONS`` of a catalog table's properties (prefix stripped; other properties dropped)."""
     out = {str(k)[len(PREFIX) :]: v for k, v in options.items() if str(k).lower().startswith(PREFIX)}
+    # Spark lower-cases property keys: name options as the reference spells them.
+    out = {BY_KEY[k.lower()].key if k.lower() in BY_KEY else k: v for k, v in out.items()}
     secrets = sorted(k for k in out if (o := BY_KEY.get(k.lower())) is not None and o.kind == "secret")
     if secrets:
         raise OptionError(
@@ -48,16 +50,28 @@ def catalog_options(options: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def stash(schema: Any, options: Mapping[str, str]) -> Any:
-    """``schema`` (a StructType) with ``options`` in its first column's metadata, every column
-    nullable (so ``INSERT INTO t (value) VALUES (...)`` may leave ``journal`` and ``offset`` out)."""
+def nullable(schema: Any) -> Any:
+    """``schema`` with every column nullable, so ``INSERT INTO t (value) ...`` may leave
+    ``journal`` and ``offset`` out."""
     from pyspark.sql.types import StructField, StructType
 
-    first, *rest = schema.fields
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+
+
+def is_write_target(options: Mapping[str, str]) -> bool:
+    """Options naming a ``journal`` to write and nothing to read (a view for ``INSERT INTO``)."""
+    keys = {str(k).lower() for k in options}
+    return "journal" in keys and not {"journals", "selector", "path"} & keys
+
+
+def stash(schema: Any, options: Mapping[str, str]) -> Any:
+    """``schema`` (a StructType) with ``options`` in its first column's metadata, every column
+    nullable."""
+    from pyspark.sql.types import StructField, StructType
+
+    first, *rest = nullable(schema).fields
     meta = {**(first.metadata or {}), STASH_KEY: json.dumps(dict(options), sort_keys=True)}
-    return StructType(
-        [StructField(first.name, first.dataType, True, meta), *(StructField(f.name, f.dataType, True) for f in rest)]
-    )
+    return StructType([StructField(first.name, first.dataType, True, meta), *rest])
 
 
 def stashed(schema: Any) -> dict[str, str]:
@@ -71,17 +85,27 @@ def table_options(options: Mapping[str, str], schema: Any, scope: str) -> dict[s
     """A read's or write's options: the query's ``options`` over those stashed in ``schema``.
 
     One table serves reads and ``INSERT INTO``, so stashed keys of another scope are dropped (as
-    the options file's are), and a write without ``journal`` targets the table's ``journals``
-    when that names one journal.
+    the options file's are), and ``journal``/``journals`` stand for each other (:func:`for_scope`).
     """
+    saved = for_scope(stashed(schema), scope)
+    kept = {k: v for k, v in saved.items() if (o := BY_KEY.get(k.lower())) is None or scope in o.scopes}
+    given = {str(k).lower() for k in options}
+    return for_scope({**{k: v for k, v in kept.items() if k.lower() not in given}, **options}, scope)
+
+
+def for_scope(options: Mapping[str, str], scope: str) -> dict[str, str]:
+    """One set of options serving reads and writes of a SQL view or table: a read given only
+    ``journal`` reads that journal; a write given only ``journals`` naming one journal writes to
+    it. Anything else is left for :func:`~pyspark_gazette.spark.options.parsing.parse` to judge."""
     from pyspark_gazette.spark.options.table import WRITE
 
-    saved = stashed(schema)
-    if not saved:
-        return dict(options)
-    kept = {k: v for k, v in saved.items() if (o := BY_KEY.get(k.lower())) is None or scope in o.scopes}
-    names = [j.strip() for j in saved.get("journals", "").split(",") if j.strip()]
-    if scope == WRITE and "journal" not in kept and len(names) == 1:
-        kept["journal"] = names[0]
-    given = {str(k).lower() for k in options}
-    return {**{k: v for k, v in kept.items() if k.lower() not in given}, **options}
+    keys = {str(k).lower(): k for k in options}
+    out = dict(options)
+    if scope != WRITE and "journal" in keys and not {"journals", "selector", "path"} & keys.keys():
+        out["journals"] = out.pop(keys["journal"])
+    if scope == WRITE and "journals" in keys and not {"journal", "path"} & keys.keys():
+        names = [j.strip() for j in str(options[keys["journals"]]).split(",") if j.strip()]
+        if len(names) == 1:
+            del out[keys["journals"]]
+            out["journal"] = names[0]
+    return out

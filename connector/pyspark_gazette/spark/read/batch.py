@@ -26,6 +26,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.plan import GazettePartition
+from pyspark_gazette.spark.surface import plain
 
 if TYPE_CHECKING:
     from pyspark_gazette.spark.read.batches import OutputBuilder
@@ -97,6 +98,7 @@ class GazetteBatchReader(DataSourceReader):
         self.schema = schema
         self.pruning = Pruning()
 
+    @plain
     def partitions(self) -> Sequence[InputPartition]:
         from pyspark_gazette.client import JournalClient
         from pyspark_gazette.spark.journals import resolve_journals
@@ -122,6 +124,7 @@ class GazetteBatchReader(DataSourceReader):
         # Spark needs at least one partition; an empty one reads nothing.
         return packed or [GazettePartition(0, "", "lines", ())]
 
+    @plain
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(partition, self.opts, self.schema)
 

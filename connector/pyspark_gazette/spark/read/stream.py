@@ -57,6 +57,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.errors import JournalNotFoundError
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.surface import plain
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -242,6 +243,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- DataSourceStreamReader ---------------------------------------------------------------
 
+    @plain
     def initialOffset(self) -> dict:
         from pyspark_gazette.spark.options import check_offsets_name_read_journals
         from pyspark_gazette.spark.read.plan import start_offset, take_snapshot
@@ -269,6 +271,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._heads(self._client(), fresh=True)
 
+    @plain
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         return self._through_outages(lambda: self._latest_offset(start, limit))
 
@@ -309,6 +312,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict | None:
         return dict(self._latest) if self._latest is not None else None
 
+    @plain
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         return self._through_outages(lambda: self._partitions(start, end))
 
@@ -377,6 +381,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise DataLoss(text + "; set failOnDataLoss=false to skip them")
         log.warning("%s; skipped (failOnDataLoss=false)", text)
 
+    @plain
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from pyspark_gazette.spark.read.batch import read_partition
 
@@ -388,6 +393,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         yield from read_partition(partition, self.opts, self.schema)
 
+    @plain
     def commit(self, end: dict) -> None:
         pass
 

@@ -58,6 +58,7 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, OptionError
 from pyspark_gazette.message import TICK, Flags, build_uuid
 from pyspark_gazette.spark.options import WriteOptions
+from pyspark_gazette.spark.surface import plain
 from pyspark_gazette.spark.write.task import WritePlan, WriteTask, check_framing, pointer_prefix, resolve_journal
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,7 @@ class GazetteBatchWriter(DataSourceArrowWriter):
 
     # -- executors -------------------------------------------------------------------------
 
+    @plain
     def write(self, iterator):  # type: ignore[no-untyped-def]  # Iterator[pa.RecordBatch]
         from pyspark import TaskContext
 
@@ -154,6 +156,7 @@ class GazetteBatchWriter(DataSourceArrowWriter):
 
     # -- driver ----------------------------------------------------------------------------
 
+    @plain
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         done = [m for m in messages if isinstance(m, GazetteCommitMessage)]
         rows = sum(m.rows for m in done)

@@ -29,6 +29,7 @@ from pyspark_gazette.errors import (
     FramingError,
     GazetteError,
     JournalNotFoundError,
+    SpecError,
     TransportError,
 )
 from pyspark_gazette.message import TICK, Flags, build_uuid, clock_now, new_producer_id, set_uuid_at
@@ -77,6 +78,14 @@ def resolve_journal(client: JournalClient, journal: str, options: WriteOptions) 
         log.info("created journal %s", journal)
     except EtcdTransactionFailedError:
         log.info("journal %s was created concurrently", journal)
+    except TransportError as e:
+        # Brokers refuse an invalid spec with gRPC UNKNOWN (Gazette) or INVALID_ARGUMENT and
+        # the validation error as details: that is the spec's fault, not the transport's.
+        if type(e) is not TransportError or e.code not in ("UNKNOWN", "INVALID_ARGUMENT") or not e.details:
+            raise
+        raise SpecError(
+            f"option 'createJournals': the broker refused the spec of journal {journal!r}: {e.details}"
+        ) from None
     return client.get_journal(journal)
 
 
