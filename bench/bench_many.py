@@ -166,7 +166,7 @@ def run(n: int, args, spark, work: str) -> dict:
     from pyspark_gazette.client import ClientConfig, JournalClient
     from pyspark_gazette.protocol import label_set
     from pyspark_gazette.spark.options import ReadOptions
-    from pyspark_gazette.spark.read.batch import GazetteBatchReader
+    from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
     from pyspark_gazette.spark.read.stream import GazetteStreamReader
     from pyspark_gazette.spark.source import untyped_schema
 
@@ -234,7 +234,7 @@ def run(n: int, args, spark, work: str) -> dict:
         # (r) the executor read path alone, in this process: every packed partition, one read at
         # a time vs the pool (the broker runs in this process too, so they share its cores).
         import pyspark_gazette.spark.read.pack as pack_module
-        from pyspark_gazette.spark.read.batch import read_partition
+        from pyspark_gazette.spark.read.batch_scan import read_partition
 
         planned = GazetteBatchReader(ro, schema).partitions()
         source_s = {}

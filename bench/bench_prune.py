@@ -108,7 +108,7 @@ def main() -> int:
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import ClientConfig, JournalClient
     from pyspark_gazette.spark.options import ReadOptions
-    from pyspark_gazette.spark.read.batch import GazetteBatchReader, GazettePushdownBatchReader, read_partition
+    from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, GazettePushdownBatchReader, read_partition
     from pyspark_gazette.spark.read.segments import OPEN_COUNTER
 
     work = tempfile.mkdtemp(prefix="bench-prune-", dir=os.environ.get("BENCH_TMP", HERE))

@@ -25,9 +25,15 @@ interleaved and best of ``--rounds``, on a local[2] Spark:
   (s) a user schema of untyped columns (``value STRING``: raw, no JSON parsing, one column) vs
       the default three columns;
   (p) driver planning of a journal of ``--fragments`` fragments (files written straight into
-      the store and picked up by the broker's store listing), goal < 2 s.
+      the store and picked up by the broker's store listing), goal < 2 s;
+  (n) with (b): a schema of 2 of the fields (same query shape) vs the full schema, goal >= 1.5x;
+  (m) peak RSS of each Python worker during one typed read (b) and one raw read (a), sampled
+      from /proc every 20 ms (workers reused between queries are re-measured from their RSS at
+      the query's start), goal: typed within 2x of raw.
 
-``--cases`` picks the groups (default all: ``abcfsp``). With ``--jfr FILE``, one more raw read
+``--shape`` picks the records: ``clicks`` (8 flat fields incl. a timestamp string, the default)
+or ``nested`` (a timestamp with milliseconds and an offset, a struct, an array of strings and a
+field outside the schema). ``--cases`` picks the groups (default ``abcfsp``). With ``--jfr FILE``, one more raw read
 (a) after the timed rounds is recorded with JDK Flight Recorder (bench/jfr_top.py summarises it).
 
 Ratios are baseline time / our time: above 1 means ours is faster.
@@ -46,6 +52,82 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = "event_id LONG, ts TIMESTAMP, user_id STRING, country STRING, page STRING, device STRING, duration_ms LONG, amount DOUBLE"
+NESTED_SCHEMA = (
+    "event_id LONG, user_id STRING, ts TIMESTAMP, url STRING, amount DOUBLE, "
+    "geo STRUCT<country: STRING, lat: DOUBLE>, tags ARRAY<STRING>"
+)
+#: (n): 2 of the fields, per shape.
+TWO_FIELDS = "country STRING, amount DOUBLE"
+NESTED_TWO_FIELDS = "user_id STRING, amount DOUBLE"
+
+
+def make_nested_lines(target_bytes: int) -> bytes:
+    rng = random.Random(7)
+    parts, size, i = [], 0, 0
+    while size < target_bytes:
+        doc = {
+            "event_id": i,
+            "user_id": f"user-{rng.randrange(10007)}",
+            "ts": f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}.{i % 1000:03d}+01:00",
+            "url": f"https://example.com/p/{rng.randrange(5000)}?ref=x",
+            "amount": round(rng.random() * 100, 2),
+            "geo": {"country": ["US", "DE", "FR", "JP"][i % 4], "lat": 10.5 + i % 7},
+            "tags": ["a", "bb", "ccc"][: i % 4],
+            "ignored": {"k": i % 3 == 0},
+        }
+        line = json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+        parts.append(line)
+        size += len(line)
+        i += 1
+    return b"".join(parts)
+
+
+class RssSampler:
+    """Peak RSS growth of each Spark Python worker (``pyspark.daemon`` children) while active."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak: dict[int, int] = {}
+        self.start: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _workers() -> dict[int, int]:
+        out = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+                if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
+                    continue
+                with open(f"/proc/{pid}/status") as f:
+                    rss = next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
+                out[int(pid)] = rss << 10
+            except (OSError, StopIteration):
+                continue
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            for pid, rss in self._workers().items():
+                self.start.setdefault(pid, rss)
+                self.peak[pid] = max(self.peak.get(pid, 0), rss)
+
+    def __enter__(self):
+        self.start = self._workers()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def max_peak(self) -> int:
+        return max(self.peak.values(), default=0)
 
 
 def make_lines(target_bytes: int) -> bytes:
@@ -92,7 +174,12 @@ def main() -> int:
     p.add_argument("--cases", default="abcfsp", help="groups to run (default %(default)s)")
     p.add_argument("--jfr", help="record one more raw read (a) with JFR into this file")
     p.add_argument("--codec", default="ZSTANDARD", help="fragment codec of the data journal (default %(default)s)")
+    p.add_argument("--shape", default="clicks", choices=("clicks", "nested"), help="record shape (default %(default)s)")
     args = p.parse_args()
+    nested = args.shape == "nested"
+    schema_ddl = NESTED_SCHEMA if nested else SCHEMA
+    two_ddl = NESTED_TWO_FIELDS if nested else TWO_FIELDS
+    key = "user_id" if nested else "country"
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The floors' classes must be importable by the Python workers.
@@ -106,7 +193,7 @@ def main() -> int:
 
     work = tempfile.mkdtemp(prefix="bench-read-", dir=os.environ.get("BENCH_TMP", HERE))
     try:
-        data = make_lines(args.mib << 20)
+        data = (make_nested_lines if nested else make_lines)(args.mib << 20)
         flat = os.path.join(work, "events.json")
         store = os.path.join(work, "store")
         with EmbeddedBroker(os.path.join(work, "broker"), file_root=store) as broker:
@@ -161,7 +248,8 @@ def main() -> int:
             end = json.dumps({"bench/events": persisted[-1].spec.end})
             import floors
             from pyspark_gazette.spark.options import ReadOptions
-            from pyspark_gazette.spark.read.batch import GazetteBatchReader, read_batches, read_partition
+            from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, read_partition
+            from pyspark_gazette.spark.read.partition_reader import read_batches
             from pyspark_gazette.spark.source import untyped_schema
 
             floors.register(spark)
@@ -193,7 +281,7 @@ def main() -> int:
                 return spark.read.format("arrowfloor").option("path", path).option("schema", schema.json()).load()
 
             raw_schema = untyped_schema(True, False)
-            typed_schema = gz().schema(SCHEMA).load("bench/events").schema
+            typed_schema = gz().schema(schema_ddl).load("bench/events").schema
             if "f" in args.cases:
                 raw_dir = floor_dir("floor-raw", raw_schema)
                 raw8_dir = floor_dir("floor-raw-x8", raw_schema, combine=8)
@@ -205,15 +293,29 @@ def main() -> int:
                 "a: spark.read.text": lambda: spark.read.text(flat).agg(F.sum(F.length("value"))).collect(),
                 "b: gazette typed": lambda: (
                     gz(endingOffsets=end)
-                    .schema(SCHEMA)
+                    .schema(schema_ddl)
                     .load("bench/events")
-                    .agg(F.sum("amount"), F.countDistinct("country"), F.max("ts"))
+                    .agg(F.sum("amount"), F.countDistinct(key), F.max("ts"))
                     .collect()
                 ),
                 "b: spark.read.json": lambda: (
-                    spark.read.schema(SCHEMA)
+                    spark.read.schema(schema_ddl)
                     .json(flat)
-                    .agg(F.sum("amount"), F.countDistinct("country"), F.max("ts"))
+                    .agg(F.sum("amount"), F.countDistinct(key), F.max("ts"))
+                    .collect()
+                ),
+                "b: gazette typed, same query": lambda: (
+                    gz(endingOffsets=end)
+                    .schema(schema_ddl)
+                    .load("bench/events")
+                    .agg(F.sum("amount"), F.countDistinct(key))
+                    .collect()
+                ),
+                "n: gazette typed, 2 fields": lambda: (
+                    gz(endingOffsets=end)
+                    .schema(two_ddl)
+                    .load("bench/events")
+                    .agg(F.sum("amount"), F.countDistinct(key))
                     .collect()
                 ),
                 "c: direct reads": lambda: gz(endingOffsets=end).load("bench/events").agg(F.count("value")).collect(),
@@ -223,9 +325,7 @@ def main() -> int:
                 "f: floor raw": lambda: floor(raw_dir, raw_schema).agg(F.sum(F.length("value"))).collect(),
                 "f: floor raw x8 batch": lambda: floor(raw8_dir, raw_schema).agg(F.sum(F.length("value"))).collect(),
                 "f: floor typed": lambda: (
-                    floor(typed_dir, typed_schema)
-                    .agg(F.sum("amount"), F.countDistinct("country"), F.max("ts"))
-                    .collect()
+                    floor(typed_dir, typed_schema).agg(F.sum("amount"), F.countDistinct(key), F.max("ts")).collect()
                 ),
                 "s: gazette value only": lambda: (
                     gz(endingOffsets=end)
@@ -236,8 +336,13 @@ def main() -> int:
                 ),
             }
             groups = set(args.cases) | ({"a"} if "f" in args.cases or "s" in args.cases else set())
-            groups |= {"b"} if "f" in args.cases else set()
-            cases = {k: v for k, v in cases.items() if k[0] in groups}
+            groups |= {"b"} if "f" in args.cases or "n" in args.cases or "m" in args.cases else set()
+            groups |= {"a"} if "m" in args.cases else set()
+            cases = {
+                k: v
+                for k, v in cases.items()
+                if k[0] in groups and (k != "b: gazette typed, same query" or "n" in groups)
+            }
             # Same answers first (and a warm-up of every path).
             if "a" in groups:
                 assert cases["a: gazette value"]()[0][0] == cases["a: spark.read.text"]()[0][0]
@@ -252,6 +357,14 @@ def main() -> int:
                 assert [tuple(r) for r in cases["f: floor typed"]()] == typed
             if "s" in groups:
                 assert cases["s: gazette value only"]()[0][0] == cases["a: gazette value"]()[0][0]
+            if "n" in groups:
+                assert cases["n: gazette typed, 2 fields"]() == cases["b: gazette typed, same query"]()
+            rss = {}
+            if "m" in args.cases:  # peak worker RSS: one raw read, one typed read
+                for name in ("a: gazette value", "b: gazette typed"):
+                    with RssSampler() as sampler:
+                        cases[name]()
+                    rss[name] = sampler.max_peak()
             best, rounds = best_of(cases, args.rounds)
             if args.jfr and "a" in groups:
                 with jfr_recording(spark, args.jfr):
@@ -268,8 +381,24 @@ def main() -> int:
                 ("f", "f: typed reads vs the typed floor", "f: floor typed", "b: gazette typed", 0.9),
                 ("f", "f: floor, 8x batches vs floor", "f: floor raw", "f: floor raw x8 batch", 1.0),
                 ("s", "s: value only vs three columns", "a: gazette value", "s: gazette value only", 1.0),
+                (
+                    "n",
+                    "n: 2 of the fields vs all of them",
+                    "b: gazette typed, same query",
+                    "n: gazette typed, 2 fields",
+                    1.5,
+                ),
             ]
             ratios = [(name, best[base] / best[ours], goal) for g, name, base, ours, goal in wanted if g in args.cases]
+            if "b" in groups and "f" in args.cases:
+                print(f"  (b') typed vs spark.read.json: {best['b: spark.read.json'] / best['b: gazette typed']:.2f}")
+            if rss:
+                raw_rss, typed_rss = rss["a: gazette value"], rss["b: gazette typed"]
+                print(
+                    f"\n  (m) peak Python worker RSS: raw read {raw_rss / 2**20:.0f} MiB, typed read "
+                    f"{typed_rss / 2**20:.0f} MiB ({typed_rss / raw_rss:.2f}x raw; goal <= 2)"
+                )
+                ratios.append(("m: raw RSS / typed RSS (>= 0.5: within 2x)", raw_rss / typed_rss, 0.5))
 
             # (c') the executor read path alone (no Spark), direct vs through the broker: what the
             # direct path buys where Spark's own per-row work is not the bottleneck.

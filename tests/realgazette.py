@@ -1,7 +1,8 @@
 """Real Gazette as the test peer: etcd plus ``gazette serve`` brokers on loopback, and gazctl.
 
 The binaries come from ``make gazette`` (``.bin/gazette``, ``.bin/gazctl`` at v0.103.0, and
-``.bin/etcd`` 3.6: Gazette v0.103.0's etcd client refuses Debian's etcd 3.4). Every process is
+``.bin/etcd`` 3.6: Gazette v0.103.0's etcd client refuses Debian's etcd 3.4), or with
+``GAZETTE_PEER=flow`` from ``make gazette-flow`` (the Gazette commit Estuary Flow pins). Every process is
 started in its own session and stopped by its own PID: SIGTERM, then SIGKILL after a bounded wait.
 
 Also runnable by hand (``make dev-cluster``): ``python tests/realgazette.py [--brokers N] [DIR]``
@@ -25,11 +26,23 @@ import uuid
 from collections.abc import Iterable, Sequence
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BIN = pathlib.Path(os.environ.get("GAZETTE_BIN_DIR") or ROOT / ".bin")
-GAZETTE_VERSION = "v0.103.0"
+#: The real Gazettes the tests run against, chosen by ``GAZETTE_PEER``: ``release`` (the default,
+#: the newest release, built by ``make gazette``) or ``flow`` (the commit Estuary Flow's go.mod pins,
+#: built by ``make gazette-flow`` into .bin/gazette-flow/). Both use etcd 3.6 from .bin/.
+PEERS = {
+    "release": ("v0.103.0", ROOT / ".bin", "make gazette"),
+    "flow": ("v0.100.1-0.20250814040917-61d190beba35", ROOT / ".bin" / "gazette-flow", "make gazette-flow"),
+}
+PEER = os.environ.get("GAZETTE_PEER", "release")
+if PEER not in PEERS:
+    raise ValueError(f"GAZETTE_PEER={PEER!r}: expected one of {', '.join(PEERS)}")
+GAZETTE_VERSION, _PEER_BIN, _PEER_MAKE = PEERS[PEER]
+BIN = pathlib.Path(os.environ.get("GAZETTE_BIN_DIR") or _PEER_BIN)
+ETCD = BIN / "etcd" if (BIN / "etcd").is_file() else ROOT / ".bin" / "etcd"
 
 HOW_TO_GET = (
-    f"run `make gazette` (needs Go 1.25+ and gcc; builds gazette and gazctl {GAZETTE_VERSION} and etcd 3.6 into .bin/)"
+    f"run `{_PEER_MAKE}` (needs Go 1.25+ and gcc; builds gazette and gazctl {GAZETTE_VERSION} into {BIN}; "
+    "`make gazette` builds etcd 3.6 into .bin/)"
 )
 
 #: How long a broker or etcd may take to come up, and to stop after SIGTERM, before we give up.
@@ -39,7 +52,8 @@ STOP_TIMEOUT = 20.0
 
 def missing() -> list[str]:
     """The binaries of the real-Gazette tests that are not there."""
-    return [name for name in ("gazette", "gazctl", "etcd") if not (BIN / name).is_file()]
+    gone = [name for name in ("gazette", "gazctl") if not (BIN / name).is_file()]
+    return gone + ([] if ETCD.is_file() else ["etcd"])
 
 
 def require() -> None:
@@ -108,7 +122,7 @@ class Etcd:
     def start(self) -> Etcd:
         peer = f"http://{self.host}:{self.peer_port}"
         argv = [
-            str(BIN / "etcd"),
+            str(ETCD),
             "--name=gz-test",
             f"--data-dir={self.dir / 'etcd-data'}",
             f"--listen-client-urls={self.endpoint}",

@@ -29,7 +29,33 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pyspark_gazette import _forks  # noqa: F401  (first: before anything imports gRPC)
+from pyspark_gazette.broker.main import broker_main
+from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.client.heads import write_head
+from pyspark_gazette.client.specs import dump_specs, load_spec_file, spec_to_dict
+from pyspark_gazette.errors import (
+    FragmentError,
+    FramingError,
+    GazetteError,
+    InvalidInputError,
+    OffsetJumpError,
+    OffsetNotYetAvailableError,
+    TransportError,
+)
+from pyspark_gazette.fragments import FragmentRef
+from pyspark_gazette.message import framing_for_content_type
+from pyspark_gazette.protocol import codec_name
+from pyspark_gazette.protocol.auth import mint_token
+from pyspark_gazette.protocol.durations import parse_duration
+from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
+from pyspark_gazette.protocol.specs import spec_problems
+from pyspark_gazette.quickstart import packaged_specs, run_quickstart
+
 DEFAULT_ADDRESS = "http://localhost:8080"
+#: ``--broker.timeout`` when not given: long enough for a broker restart or a route change, short
+#: enough that a wrong address is reported while the user still waits at the terminal.
+DEFAULT_BROKER_TIMEOUT = "1m"
 
 
 #: Capabilities a token minted from --broker.auth-keys grants, per journals command (as gazctl
@@ -55,8 +81,6 @@ def _token(args: argparse.Namespace) -> str | None:
     keys = _auth_keys(args)
     if token or not keys:
         return token
-    from pyspark_gazette.errors import InvalidInputError
-    from pyspark_gazette.protocol.auth import mint_token
 
     try:
         return mint_token(keys, _COMMAND_CAPS.get(args.journals_command, "READ|LIST"), None, ttl=3600)
@@ -65,13 +89,30 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _client(args: argparse.Namespace):
-    from pyspark_gazette.client import ClientConfig, JournalClient
-
     address = args.broker_address or os.environ.get("BROKER_ADDRESS") or DEFAULT_ADDRESS
     token = _token(args)
-    return JournalClient(
-        ClientConfig(address, auth_token=token, file_root=args.file_root, direct_reads=bool(args.file_root))
-    )
+    try:
+        config = ClientConfig(
+            address,
+            auth_token=token,
+            file_root=args.file_root,
+            direct_reads=bool(args.file_root),
+            broker_timeout=_broker_timeout(args),
+        )
+    except ValueError as e:
+        raise InvalidInputError(f"--broker.address: {e}") from None
+    return JournalClient(config)
+
+
+def _broker_timeout(args: argparse.Namespace) -> float | None:
+    """``--broker.timeout`` in seconds (None: retry forever, for ``0``)."""
+    try:
+        seconds = parse_duration(args.broker_timeout, where="--broker.timeout")
+    except ValueError as e:
+        raise InvalidInputError(str(e)) from None
+    if seconds < 0:
+        raise InvalidInputError(f"--broker.timeout: {args.broker_timeout!r} is negative")
+    return seconds or None
 
 
 def _add_broker_flags(p: argparse.ArgumentParser) -> None:
@@ -83,12 +124,16 @@ def _add_broker_flags(p: argparse.ArgumentParser) -> None:
         help="base64 keys to sign a token with instead, as gazctl (env BROKER_AUTH_KEYS)",
     )
     p.add_argument("--file-root", help="local mount of the brokers' file:// stores, for direct fragment reads")
+    p.add_argument(
+        "--broker.timeout",
+        dest="broker_timeout",
+        default=DEFAULT_BROKER_TIMEOUT,
+        help="how long to keep retrying while no broker answers (wrong address, broker down), e.g. 30s, 5m; "
+        "then exit 1 (0 = forever; default %(default)s, as the Spark option broker.timeout)",
+    )
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from pyspark_gazette.client.specs import dump_specs, spec_to_dict
-    from pyspark_gazette.protocol import codec_name
-
     with _client(args) as c:
         infos = c.list_journals(args.selector or None)
     if args.format == "yaml":
@@ -105,12 +150,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from pyspark_gazette.client import Change
-    from pyspark_gazette.client.specs import load_spec_file
-    from pyspark_gazette.errors import InvalidInputError
-
     nodes = load_spec_file(args.specs, "-f", stdin=sys.stdin)
-    from pyspark_gazette.broker.specs import spec_problems
 
     problems = [str(p) for n in nodes if not n.delete for p in spec_problems(n.spec)]
     if problems:
@@ -135,8 +175,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    from pyspark_gazette.errors import InvalidInputError
-
     with _client(args) as c:
         if args.file and args.file != "-":
             try:
@@ -215,12 +253,17 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
-    from pyspark_gazette.errors import FragmentError, OffsetJumpError, OffsetNotYetAvailableError, TransportError
-    from pyspark_gazette.fragments import FragmentRef
-
     fail = args.fail_on_data_loss == "true"
-    offset, copied = args.offset, 0
+    copied = 0
     with _client(args) as c:
+        start = _start_offset(c, args)
+        if start is None:
+            return 0  # --offset -1 without --block: the write head, where nothing is left to read
+        # A start inside a message of a text framing: read from a byte before it and drop the
+        # partial message through its newline (the Spark source's rule); at a message boundary the
+        # byte before is that newline and nothing is dropped.
+        partial = start > 0 and not args.exact_offset and _text_framing(c, args.journal)
+        offset = start - 1 if partial else start
         while True:
             resume: int | None = None
             with c.retry_reader(args.journal, offset, end_offset=args.end_offset, block=args.block) as r:
@@ -262,6 +305,20 @@ def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
                         continue
                     if not data:
                         return 0
+                    if partial:
+                        newline = data.find(b"\n")
+                        if newline < 0:
+                            continue
+                        if newline:
+                            print(
+                                f"note: offset {start} is inside a message of {args.journal!r}; reading from the next "
+                                f"message, at offset {r.offset - len(data) + newline + 1} (--exact-offset reads from "
+                                f"{start} as given)",
+                                file=sys.stderr,
+                            )
+                        partial, data = False, data[newline + 1 :]
+                        if not data:
+                            continue
                     out.write(data)
                     out.flush()
                     copied += len(data)
@@ -270,10 +327,36 @@ def _copy(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
                 return 0
 
 
-def cmd_fragments(args: argparse.Namespace) -> int:
-    from pyspark_gazette.fragments import FragmentRef
-    from pyspark_gazette.protocol import codec_name
+def _start_offset(c: Any, args: argparse.Namespace) -> int | None:
+    """Where ``journals read`` starts, by the Spark source's rules: ``-1`` is the write head (None
+    when not blocking: nothing to read there), and an offset beyond the write head is refused."""
+    if args.offset < -1:
+        raise InvalidInputError(f"--offset {args.offset}: expected an offset >= 0, or -1 for the write head")
+    if args.offset == -1 and args.block:
+        return -1  # the broker starts a blocking read at its write head
+    head = write_head(c.conns, args.journal)  # JOURNAL_NOT_FOUND is raised here
+    if args.offset == -1:
+        return None
+    if args.offset > head:
+        raise InvalidInputError(
+            f"--offset {args.offset} of journal {args.journal!r} is beyond its write head {head} "
+            "(-1 reads from the write head)"
+        )
+    return int(args.offset)
 
+
+def _text_framing(c: Any, journal: str) -> bool:
+    """Whether ``journal``'s content type frames messages by newlines (a line-based framing, as
+    the Spark source skips to the next message in; a journal without a known framing is copied
+    byte for byte)."""
+    types = label_values(c.get_journal(journal).spec.labels, CONTENT_TYPE)
+    try:
+        return bool(types) and framing_for_content_type(types[0]).line_based
+    except FramingError:
+        return False
+
+
+def cmd_fragments(args: argparse.Namespace) -> int:
     with _client(args) as c:
         frags = c.list_fragments(args.journal, signature_ttl=60 if args.signed else None)
     rows = [("BEGIN", "END", "CODEC", "MOD_TIME", "STORE", "NAME")]
@@ -296,8 +379,6 @@ def cmd_fragments(args: argparse.Namespace) -> int:
 def checkpoint_offsets(checkpoint: str, source: int = 0) -> tuple[int, dict[str, int]]:
     """The latest committed batch of a Spark streaming checkpoint and its end offsets for the
     ``source``-th source (``{journal: byte offset}``, as the gazette source writes them)."""
-    from pyspark_gazette.errors import InvalidInputError
-
     root = pathlib.Path(checkpoint)
     try:
         done = [int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit()]
@@ -343,10 +424,6 @@ def _utc(seconds: int) -> str:
 
 def cmd_token(args: argparse.Namespace) -> int:
     """Print a token signed with the first of the auth keys (the one thing this CLI prints a secret for)."""
-    from pyspark_gazette.errors import InvalidInputError
-    from pyspark_gazette.protocol.auth import mint_token
-    from pyspark_gazette.protocol.durations import parse_duration
-
     keys = _auth_keys(args)
     if not keys:
         raise InvalidInputError("token: give --auth-keys or set BROKER_AUTH_KEYS")
@@ -369,8 +446,6 @@ def configure_logging(path: str) -> None:
     import logging.config
 
     import yaml
-
-    from pyspark_gazette.errors import InvalidInputError
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -450,7 +525,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = jsub.add_parser("read", help="read a journal to stdout")
     _add_broker_flags(p)
     p.add_argument("-j", "--journal", required=True)
-    p.add_argument("--offset", type=int, default=0, help="start offset; -1 = the write head")
+    p.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        help="start offset; -1 = the write head (nothing to read without --block); an offset beyond the write "
+        "head is an error, and one inside a message starts at the next message, as in the Spark source",
+    )
+    p.add_argument(
+        "--exact-offset",
+        action="store_true",
+        help="copy bytes from --offset as given, even from inside a message",
+    )
     p.add_argument("--end-offset", type=int, default=0, help="stop before this offset (0 = no bound)")
     p.add_argument("--block", action="store_true", help="wait for new content instead of stopping at the write head")
     p.add_argument(
@@ -479,12 +565,28 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "broker":
-        from pyspark_gazette.broker.main import broker_main
-
         return broker_main(argv[1:], prog="pyspark-gazette broker")
     parser = build_parser()
     args = parser.parse_args(argv)
-    from pyspark_gazette.errors import GazetteError
+    try:
+        return _run(args)
+    except Exception as e:  # one line, not a traceback; -v shows the traceback
+        if args.verbose:
+            raise
+        print(f"error: {one_line(e)} (-v shows the traceback)", file=sys.stderr)
+        return 1
+
+
+def one_line(e: BaseException) -> str:
+    """An unexpected error as one line: its type and the first line of its message."""
+    if isinstance(e, OSError) and e.strerror:
+        where = f"{e.filename}: " if e.filename else ""
+        return f"{where}{e.strerror}"
+    text = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _run(args: argparse.Namespace) -> int:
 
     try:
         if args.log_config:
@@ -496,8 +598,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             )
         if args.command == "quickstart":
-            from pyspark_gazette.quickstart import packaged_specs, run_quickstart
-
             if args.print_specs:
                 sys.stdout.write(packaged_specs())
                 return 0

@@ -3,7 +3,7 @@
 Production code calls these at fixed points; each is a no-op unless a test armed it:
 
 * :data:`STREAM_HOLD_ENV` / :func:`stream_hold`: the streaming sink blocks at a phase of a
-  micro-batch (tests/unit/test_stream_hold.py, the chaos and cluster tests);
+  micro-batch (tests/unit/test_testing.py, the chaos and cluster tests);
 * :data:`FAIL_FIRST_ATTEMPT_ENV` / :func:`fail_first_attempt_after`: the first attempt of write
   partition 0 fails after appending some rows (the retry and exactly-once tests);
 * ``--test-hold-dir`` (:func:`add_broker_arguments`) / :func:`hold_rpc`: the broker parks a Read

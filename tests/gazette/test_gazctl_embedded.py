@@ -91,11 +91,16 @@ def make_dirs(brokers, *paths: str) -> None:
 
 
 def table_rows(out: bytes) -> list[list[str]]:
-    """The cells of a tablewriter table, one list per row (header included), borders dropped."""
+    """The cells of a tablewriter table, one list per row (header included), borders dropped.
+    gazctl v0.103.0's tablewriter draws ``│`` and spaces header words (``CONTENT - TYPE``); older
+    gazctls (the commit Flow pins) draw ``|`` and do not, so header cells lose their spaces."""
     rows = []
     for line in out.decode().splitlines():
-        if line.startswith("│"):
-            rows.append([cell.strip() for cell in line.strip("│").split("│")])
+        for bar in ("│", "|"):
+            if line.startswith(bar):
+                rows.append([cell.strip() for cell in line.strip(bar).split(bar)])
+    if rows:
+        rows[0] = [cell.replace(" ", "") for cell in rows[0]]
     return rows
 
 
@@ -113,7 +118,7 @@ def test_apply_conf_journals_then_list_in_every_format(brokers):
     columns = ("--rf", "--primary", "--replicas", "--stores", "-L", "content-type")
     tables = {kind: table_rows(gazctl(b, "journals", "list", "-l", selector, *columns)) for kind, b in brokers.items()}
     for kind, rows in tables.items():
-        assert rows[0] == ["NAME", "RF", "PRIMARY", "REPLICAS", "STORES", "CONTENT - TYPE"]
+        assert rows[0] == ["NAME", "RF", "PRIMARY", "REPLICAS", "STORES", "CONTENT-TYPE"]
         assert len(rows) == 10  # the header and nine journals
         for row in rows[1:]:
             assert row[2].startswith("broker-"), (kind, row)  # every journal has a primary
@@ -195,7 +200,7 @@ def test_append_read_and_fragments(brokers, tmp_path):
             row[3] = "persisted" if row[3] else ""
         tables[kind] = rows
     assert tables["gazette"] == tables["embedded"]
-    assert tables["embedded"][0] == ["JOURNAL", "OFFSET", "LENGTH", "PERSISTED", "SHA 1", "COMPRESSION"]
+    assert tables["embedded"][0] == ["JOURNAL", "OFFSET", "LENGTH", "PERSISTED", "SHA1", "COMPRESSION"]
     assert [r[:4] + r[5:] for r in tables["embedded"][1:]] == [
         ["gzctl/lines", "0", "1.2 KiB", "persisted", "GZIP"],
         ["gzctl/lines", "1260", "1.2 KiB", "persisted", "GZIP"],
@@ -222,6 +227,11 @@ def test_append_read_and_fragments(brokers, tmp_path):
 # --------------------------------------------------------------------------- prune
 
 
+@pytest.mark.skipif(
+    realgazette.PEER == "flow",
+    reason="gazctl at the commit Flow pins cannot remove s3 fragments (its prune exits 'unsupported "
+    "fragment store scheme: s3'): a limit of that gazctl, not of either broker",
+)
 def test_prune_removes_aged_fragments_from_s3(brokers, s3_server, tmp_path):
     import boto3
 

@@ -98,7 +98,7 @@ def test_watcher_forgets_a_deleted_journal(backend, client):
 
 
 def test_list_fragments_many_lists_each_journal_in_order(backend, client):
-    from pyspark_gazette.client.journals import list_fragments, list_fragments_many
+    from pyspark_gazette.client.list_apply import list_fragments, list_fragments_many
 
     names = [f"heads/f{i:02d}" for i in range(10)]
     create(backend, client, names)

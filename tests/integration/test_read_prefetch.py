@@ -12,8 +12,9 @@ import pyspark_gazette.spark.read.pack as pack_module
 from journalspecs import make_spec
 from pyspark_gazette.client import Change
 from pyspark_gazette.errors import JournalNotFoundError
+from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batch import GazetteBatchReader, read_partition
+from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, read_partition
 from pyspark_gazette.spark.read.pack import PackedPartition
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment
 from pyspark_gazette.spark.source import untyped_schema
@@ -69,7 +70,7 @@ def test_packed_live_tails_are_prefetched_and_read_the_same(backend, client, pre
         for k in range(1 + i % 3):
             body = b'{"j":%d,"k":%d}\n' % (i, k)
             expected.append((n, client.append(n, body).begin, body.decode().strip()))
-    o = opts(backend, selector="set=prefetch")
+    o = opts(backend, selector="set=prefetch", minPartitions="1")
     parts = GazetteBatchReader(o, SCHEMA).partitions()
     assert len(parts) == 1 and isinstance(parts[0], PackedPartition)
     got = rows(parts, o)
@@ -98,7 +99,7 @@ def test_a_prefetch_without_a_plain_answer_reads_the_usual_way(backend, client, 
     o = opts(backend, journals=",".join(names))
 
     def piece(journal: str, begin: int, end: int) -> GazettePartition:
-        return GazettePartition(0, journal, "lines", (Segment(journal, begin, end),))
+        return GazettePartition(0, journal, LINES, (Segment(journal, begin, end),))
 
     # [0, 7) ends inside "bbbb\n": messages beginning before 7 are read whole, past the cut.
     part = PackedPartition(0, (piece(names[0], 0, 7), piece(names[1], 0, 5)))

@@ -29,7 +29,7 @@ from pyspark_gazette.fragments import FragmentRef
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read import segments as read_mod
-from pyspark_gazette.spark.read.batch import GazetteBatchReader
+from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
 from pyspark_gazette.spark.source import GazetteDataSource
 
 SPARK_ERRORS = (PySparkException, Py4JJavaError)

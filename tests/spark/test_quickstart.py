@@ -71,11 +71,11 @@ def first_run(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("quickstart") / "qs"
     out = quickstart("--rows", str(ROWS), "--data-dir", str(data_dir))
     assert out.returncode == 0, out.stdout + out.stderr
-    return data_dir, out.stdout
+    return data_dir, out.stdout, out.stderr
 
 
 def test_quickstart_writes_reads_and_streams_exactly_once(first_run):
-    data_dir, text = first_run
+    data_dir, text, _ = first_run
     clicks, checkouts, size = journal_rows(data_dir)
 
     # The clicks journal holds every generated event once.
@@ -116,8 +116,44 @@ def test_quickstart_writes_reads_and_streams_exactly_once(first_run):
     assert [int(m) for m in re.findall(r"^\[(\d)/7\]", text, re.M)] == list(range(1, 8))
 
 
+def test_the_report_agrees_with_itself(first_run):
+    """What the steps printed and the report's lines state the same numbers (issue 25: step 4
+    said "1 of 2 fragments persisted" and step 5 "read 2 fragment files directly"; "8/8 tasks"
+    beside "Spark partitions: 6"; "1 micro-batches")."""
+    _, text, stderr = first_run
+    written, persisted, spooled = numbers(report_value(text, "quickstart/clicks fragments written"))
+    step4 = re.search(
+        r"^      (\d+) of (\d+) fragments? persisted(?:; (\d+) still in the broker's spool)?$", text, re.M
+    )
+    assert step4, text
+    assert (int(step4[1]), int(step4[2]), int(step4[3] or 0)) == (persisted, written, spooled)
+    partitions = int(report_value(text, "aggregation read tasks (Spark partitions)"))
+    direct_fragments = numbers(report_value(text, "aggregation read directly from files"))[0]
+    broker_ranges = numbers(report_value(text, "aggregation read through the broker"))[1]
+    step5 = re.search(
+        r"^      \d+ countries; .*?(\d+) read tasks? \(Spark partitions\): (\d+) fragment files? read directly, (\d+) ranges? through",
+        text,
+        re.M,
+    )
+    assert step5 and [int(g) for g in step5.groups()] == [partitions, direct_fragments, broker_ranges], text
+    # The aggregation's progress counts every stage; its first stage is the read, one task per partition.
+    progress = re.search(r"^      aggregating: (\d+)/(\d+) tasks(?: \(stages of ([\d + ]+)\))?$", text, re.M)
+    assert progress, text
+    stages = [int(n) for n in (progress[3] or progress[2]).split(" + ")]
+    assert stages[0] == partitions and sum(stages) == int(progress[2]) == int(progress[1])
+    # Counts and nouns agree ("1 micro-batch", "2 micro-batches", "2 fragment files").
+    nouns = re.finditer(
+        r"(?<![\w:.,/])(\d+(?:,\d{3})*) (micro-batch(?:es)?|fragments?(?! files?)|fragment files?|ranges?|read tasks?)\b",
+        text,
+    )
+    for m in nouns:
+        assert (m[1] == "1") == (not m[2].endswith("s")), m[0]
+    # gRPC's fork handlers stay quiet with the broker in this process.
+    assert "fork_posix" not in stderr and "skipping fork() handlers" not in stderr, stderr
+
+
 def test_keep_continues_the_ids_and_the_stream(first_run):
-    data_dir, _ = first_run
+    data_dir, _, _ = first_run
     out = quickstart("--rows", "5000", "--data-dir", str(data_dir), "--keep")
     assert out.returncode == 0, out.stdout + out.stderr
     assert numbers(report_value(out.stdout, "rows written (df.write)"))[2] == ROWS  # ids continue

@@ -1,4 +1,4 @@
-"""Batch reads into Arrow batches (spark/read/batches.py): framings from the content-type label, metadata columns."""
+"""Batch reads into Arrow batches (spark/read/arrow_output.py): framings from the content-type label, metadata columns."""
 
 from __future__ import annotations
 

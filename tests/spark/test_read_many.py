@@ -45,7 +45,7 @@ def read_opts(broker, **options) -> ReadOptions:
 
 
 def planned(broker, schema, **options):
-    from pyspark_gazette.spark.read.batch import GazetteBatchReader
+    from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
 
     return GazetteBatchReader(read_opts(broker, **options), schema).partitions()
 
@@ -54,7 +54,7 @@ def test_many_one_message_journals_read_in_few_partitions(spark, broker, client)
     names = create_many(client, "many", 120)
     for name in names:
         client.append(name, line(name, 0))
-    df = reader(spark, broker, selector="set=many").load()
+    df = reader(spark, broker, selector="set=many", minPartitions="1").load()
     rows = df.collect()
     assert sorted((r.journal, r.offset, r.value) for r in rows) == sorted(
         (n, 0, line(n, 0).decode().strip()) for n in names
@@ -62,7 +62,16 @@ def test_many_one_message_journals_read_in_few_partitions(spark, broker, client)
     # 120 pieces of (~35 bytes + the 256 KiB default open cost) in 128 MiB partitions: one.
     assert df.rdd.getNumPartitions() == 1
     # With Spark's 4 MiB open cost: 31 a partition.
-    assert reader(spark, broker, selector="set=many", openCostInBytes="4m").load().rdd.getNumPartitions() == 4
+    four = reader(spark, broker, selector="set=many", openCostInBytes="4m", minPartitions="1").load()
+    assert four.rdd.getNumPartitions() == 4
+    # Without minPartitions a batch read plans for the driver machine's cores, as Spark's file
+    # sources plan for the default parallelism.
+    from pyspark_gazette.spark.read.pack import default_parallelism
+
+    cores = default_parallelism()
+    spread = reader(spark, broker, selector="set=many").load()
+    assert min(cores, 120) <= spread.rdd.getNumPartitions() <= cores + 1
+    assert spread.count() == 120
     # minPartitions spreads them out again.
     assert reader(spark, broker, selector="set=many", minPartitions="10").load().rdd.getNumPartitions() >= 10
 
@@ -134,7 +143,7 @@ def test_lost_fragment_in_a_packed_partition_names_its_journal(spark, broker, cl
     frag = FragmentRef.from_proto(client.list_fragments(victim)[0].spec)
     path = os.path.join(broker.store_root, "store", frag.content_path)
     assert os.path.exists(path), path
-    r = reader(spark, broker, selector=f"set=loss{int(fail)}", failOnDataLoss=str(fail).lower())
+    r = reader(spark, broker, selector=f"set=loss{int(fail)}", failOnDataLoss=str(fail).lower(), minPartitions="1")
     df = r.load()  # planned before the file goes: the plan still has the fragment
     assert df.rdd.getNumPartitions() == 1
     os.remove(path)

@@ -1,4 +1,4 @@
-"""Pruning of batch reads (spark/read/batch.py, plan.py): filter pushdown, timestamp and mod-time bounds."""
+"""Pruning of batch reads (spark/read/batch_scan.py, plan.py): filter pushdown, timestamp and mod-time bounds."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_bounded_reads_open_only_the_fragments_they_need(broker, client, create_
     from pyspark.sql.datasource import GreaterThanOrEqual, LessThanOrEqual
 
     from pyspark_gazette.spark.options import ReadOptions
-    from pyspark_gazette.spark.read.batch import GazetteBatchReader, GazettePushdownBatchReader, read_partition
+    from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, GazettePushdownBatchReader, read_partition
     from pyspark_gazette.spark.read.segments import OPEN_COUNTER
     from pyspark_gazette.spark.source import untyped_schema
 

@@ -73,3 +73,11 @@ def test_a_user_schema_needs_ndjson(spark, broker, client, create_journal):
     with pytest.raises((PySparkException, Py4JJavaError)) as ei:
         reader(spark, broker, journals="typed/c").schema("a STRING").load().collect()
     assert "ndjson" in str(ei.value)
+
+
+def test_infer_schema_reads_like_spark_json(spark, broker, mixed):
+    ours = reader(spark, broker, journals="typed/a", inferSchema="true").load()
+    theirs = spark.read.json(mixed)
+    assert ours.schema == theirs.schema
+    cols = theirs.columns
+    assert rows(ours, cols) == rows(theirs, cols)

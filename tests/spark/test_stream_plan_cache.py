@@ -8,6 +8,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from pyspark_gazette.client import Change
 from pyspark_gazette.errors import JournalNotFoundError
+from pyspark_gazette.message import CSV, NDJSON
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.write import stream as stream_writer
 
@@ -36,7 +37,7 @@ def test_second_build_within_ttl_does_not_resolve_again(broker, client, create_j
     # Resolving again would raise JournalNotFoundError: the plan comes from the cache.
     second = stream_writer.GazetteStreamWriter(opts, SCHEMA, False)
     assert second.plan == first.plan
-    assert second.plan.framings == (("plans/a", "ndjson"),)
+    assert second.plan.framings == (("plans/a", NDJSON),)
 
 
 def test_plan_is_resolved_again_after_the_ttl(broker, client, create_journal, monkeypatch):
@@ -55,7 +56,7 @@ def test_a_failed_resolution_is_not_cached(broker, client, create_journal):
     with pytest.raises(JournalNotFoundError, match="plans/c"):
         stream_writer.GazetteStreamWriter(opts, SCHEMA, False)
     create_journal("plans/c", content_type="application/x-ndjson")
-    assert stream_writer.GazetteStreamWriter(opts, SCHEMA, False).plan.framings == (("plans/c", "ndjson"),)
+    assert stream_writer.GazetteStreamWriter(opts, SCHEMA, False).plan.framings == (("plans/c", NDJSON),)
 
 
 def test_plans_are_cached_per_options_and_schema(broker, client, create_journal):
@@ -63,8 +64,8 @@ def test_plans_are_cached_per_options_and_schema(broker, client, create_journal)
     create_journal("plans/e", content_type="text/csv")
     d = stream_writer.GazetteStreamWriter(_options(broker, "plans/d"), SCHEMA, False)
     e = stream_writer.GazetteStreamWriter(_options(broker, "plans/e"), SCHEMA, False)
-    assert d.plan.framings == (("plans/d", "ndjson"),)
-    assert e.plan.framings == (("plans/e", "csv"),)
+    assert d.plan.framings == (("plans/d", NDJSON),)
+    assert e.plan.framings == (("plans/e", CSV),)
     documents = StructType([StructField("a", StringType())])  # no value column: JSON documents
     plan = stream_writer.GazetteStreamWriter(_options(broker, "plans/d"), documents, False).plan
     assert (plan.value_column, plan.json_columns) == (None, ("a",))

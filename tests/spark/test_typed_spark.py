@@ -105,6 +105,17 @@ LINES = [
     '{"dec":".5","a":66}',
     '{"dec":-0.005,"a":67}',
     '{"a":60,}',
+    # Native timestamp parsing: forms pyarrow takes but Spark rejects, and common ones.
+    '{"t":"2024-01-02T03Z","a":70}',
+    '{"t":"2024-01-02 03:04+01:00","a":71}',
+    '{"t":"2024-01-02T03:04:05+18:30","a":72}',
+    '{"t":"2024-01-02T03:04:05-19:00","a":73}',
+    '{"t":"2024-01-02T03:04:05+18:00","a":74}',
+    '{"t":"2024-01-02","a":75}',
+    '{"t":"2024-01-02T03:04:05.5-0130","a":76}',
+    '{"t":"2024-01-02T03:04:05+01","a":77}',
+    '{"t":"2024-01-02T03:04\\u002B01:00","a":78}',
+    '{"a":79,"m":{},"extra":{"q":[1,"x",{"r":null}]}}',
 ]
 
 
@@ -144,3 +155,21 @@ def test_decoder_batches_equal_spark_json(spark, tmp_path):
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         assert g == e
+
+
+INFER_LINES = [
+    '{"id":1,"name":"a","score":1.5,"tags":["x"],"geo":{"lat":1.5,"cc":"US"},"ts":"2024-01-02T03:04:05Z"}',
+    '{"id":2,"name":null,"score":2,"tags":[],"geo":{"cc":"DE","zip":123},"flag":true}',
+    '{"id":"three","score":null,"nested":{"b":[{"y":1},{"x":2.5}]}}',
+    '{"id":4,"only_null":null}',
+    '{"broken":',
+]
+
+
+def test_inferred_schema_equals_spark_json(spark, tmp_path):
+    from pyspark_gazette.spark.read.infer import infer_values
+
+    for lines in (INFER_LINES, INFER_LINES[:2], INFER_LINES[:4]):
+        path = tmp_path / f"infer{len(lines)}.json"
+        path.write_text("\n".join(lines) + "\n")
+        assert infer_values([x.encode() for x in lines]) == spark.read.json(str(path)).schema, len(lines)

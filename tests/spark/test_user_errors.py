@@ -10,7 +10,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
 from pyspark_gazette.errors import OptionError
-from pyspark_gazette.spark.journals import resolve_journals
+from pyspark_gazette.spark.resolve import resolve_journals
 
 SPARK_ERRORS = (PySparkException, Py4JJavaError)
 
@@ -65,11 +65,11 @@ def test_starting_offsets_for_a_journal_the_selector_does_not_read(spark, broker
 
 
 def test_a_selector_that_matches_nothing_warns(client, clicks, caplog):
-    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.journals"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.resolve"):
         assert resolve_journals(client, (), "name:prefix=nothing/") == []
     assert any("matches no journal" in r.getMessage() for r in caplog.records)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.journals"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.spark.resolve"):
         assert [i.name for i in resolve_journals(client, (), "name:prefix=errors/")] == [
             "errors/clicks",
             "errors/views",

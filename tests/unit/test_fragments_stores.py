@@ -22,8 +22,11 @@ from pyspark_gazette.fragments import (
     open_fragment_url,
     parse_store_url,
 )
-from pyspark_gazette.fragments import stores as stores_module
-from pyspark_gazette.fragments.stores import _azure_options, _gcs_options, _s3_options, require_package, scheme_options
+from pyspark_gazette.fragments.stores import base as stores_module
+from pyspark_gazette.fragments.stores import require_package, scheme_options
+from pyspark_gazette.fragments.stores.azure import _azure_options
+from pyspark_gazette.fragments.stores.gcs import _gcs_options
+from pyspark_gazette.fragments.stores.s3 import _s3_options
 from pyspark_gazette.protocol import pb
 
 CONTENT = b'{"Msg": "Hello, Gazette!"}\n'
@@ -356,7 +359,7 @@ class HttpResponseError(Exception):  # named like azure.core's, not an OSError
 
 @pytest.mark.parametrize("error", [HttpResponseError("SlowDown"), OSError("HTTP 503"), ValueError("bad chunk")])
 def test_store_read_failures_are_store_errors_naming_the_fragment(error):
-    from pyspark_gazette.fragments.stores import _StoreStream
+    from pyspark_gazette.fragments.stores.base import _StoreStream
 
     ref = make_ref()
     stream = _StoreStream(_FailingFile(error), ref)
@@ -367,7 +370,7 @@ def test_store_read_failures_are_store_errors_naming_the_fragment(error):
 
 
 def test_a_vanished_object_is_fragment_not_found():
-    from pyspark_gazette.fragments.stores import _StoreStream
+    from pyspark_gazette.fragments.stores.base import _StoreStream
 
     ref = make_ref()
     with pytest.raises(FragmentNotFoundError):

@@ -333,3 +333,52 @@ def test_decode_message():
     with pytest.raises(MessageDecodeError, match="UTF-8 at offset 3"):
         LINES.decode_message(b"\xff", 3)
     assert PROTOBUF_FIXED.decode_message(b"\x08\x01") == b"\x08\x01"
+
+
+# --------------------------------------------------------------------------------------------
+# The registry: framings as objects carrying their facts.
+
+
+def test_the_registry_holds_the_four_framings_with_their_facts():
+    from pyspark_gazette.message import framings
+
+    facts = {f.name: (f.content_type, f.text, f.line_based, f.newline_split, f.json_documents) for f in framings()}
+    assert facts == {
+        "ndjson": ("application/x-ndjson", True, True, True, True),
+        "protobuf-fixed": ("application/x-protobuf-fixed", False, False, False, False),
+        "csv": ("text/csv", True, True, False, False),
+        "lines": ("text/plain", True, True, True, False),
+    }
+    for f in framings():  # framed_size is what encode adds
+        assert f.framed_size(3) == len(f.encode(b"abc"))
+
+
+def test_a_registered_framing_is_found_by_name_and_content_type_then_forgotten():
+    import framing_plugin
+    from pyspark_gazette.message import framing_by_name, register_framing, unregister_framing
+
+    register_framing(framing_plugin.VARINT)
+    try:
+        assert framing_by_name("test-varint") is framing_plugin.VARINT
+        assert framing_for_content_type("Application/X-Test-Varint; v=1") is framing_plugin.VARINT
+        data = framing_plugin.VARINT.encode_all([b"a" * 200, b""])
+        assert framing_plugin.VARINT.decode_all(data, 10) == [(10, b"a" * 200), (212, b"")]
+        other = type("Other", (framing_plugin.VarintFraming,), {})()  # another framing, same name
+        with pytest.raises(FramingError, match="'test-varint', 'application/x-test-varint' already registered"):
+            register_framing(other)
+    finally:
+        unregister_framing(framing_plugin.VARINT)
+    with pytest.raises(FramingError, match="unknown framing 'test-varint'"):
+        framing_by_name("test-varint")
+
+
+def test_a_framing_without_vectorised_encoding_frames_arrays_row_by_row():
+    import pyarrow as pa
+
+    import framing_plugin
+    from pyspark_gazette.message import Framing
+
+    got = framing_plugin.VARINT.encode_array(pa.array(["ab", "c"]), lambda i: f"row {i}")
+    assert got.to_pylist() == [b"\x02ab", b"\x01c"]
+    with pytest.raises(FramingError, match="row 1: lines: a message payload may not contain a newline"):
+        Framing.encode_array(LINES, pa.array(["a", "b\nc"]), lambda i: f"row {i}")  # the base class's path

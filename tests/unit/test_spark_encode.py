@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from pyspark_gazette.errors import FramingError
-from pyspark_gazette.message import FIXED_MAGIC, build_uuid
+from pyspark_gazette.message import CSV, FIXED_MAGIC, LINES, NDJSON, PROTOBUF_FIXED, build_uuid
 from pyspark_gazette.spark.write.encode import frame_values, framed, json_lines, uuid_strings
 
 
@@ -48,13 +48,13 @@ def test_encoder_matches_json_dumps_on_tricky_values():
     assert got == [str(build_uuid(producer, 0xFEDCBA9876543210 + i * 160, 2)) for i in range(4)]
 
 
-@pytest.mark.parametrize("framing", ["ndjson", "lines"])
+@pytest.mark.parametrize("framing", [NDJSON, LINES], ids=str)
 def test_newline_framings_end_each_value_with_a_newline(framing):
     assert messages(frame_values(pa.array(['{"a":1}', "x"]), framing, where)) == [b'{"a":1}\n', b"x\n"]
     assert messages(frame_values(pa.array([b"\x00\xff"]), framing, where)) == [b"\x00\xff\n"]
 
 
-@pytest.mark.parametrize("framing", ["ndjson", "lines"])
+@pytest.mark.parametrize("framing", [NDJSON, LINES], ids=str)
 def test_a_value_with_a_newline_is_refused_by_line_framings(framing):
     with pytest.raises(FramingError, match="row 1 has a value containing a newline"):
         frame_values(pa.array(["ok", "two\nlines"]), framing, where)
@@ -62,22 +62,22 @@ def test_a_value_with_a_newline_is_refused_by_line_framings(framing):
 
 def test_a_null_value_is_refused_naming_its_row():
     with pytest.raises(FramingError, match="row 2 has a null value"):
-        frame_values(pa.array(["a", "b", None]), "ndjson", where)
+        frame_values(pa.array(["a", "b", None]), NDJSON, where)
 
 
 def test_csv_allows_a_newline_only_inside_quotes_and_drops_a_trailing_one():
-    got = messages(frame_values(pa.array(['a,"x\ny"', "b,c\n", "d,e\r\n"]), "csv", where))
+    got = messages(frame_values(pa.array(['a,"x\ny"', "b,c\n", "d,e\r\n"]), CSV, where))
     assert got == [b'a,"x\ny"\n', b"b,c\n", b"d,e\n"]
     with pytest.raises(FramingError, match="row 0 is a csv value with a newline outside quotes"):
-        frame_values(pa.array(["a\nb"]), "csv", where)
+        frame_values(pa.array(["a\nb"]), CSV, where)
     with pytest.raises(FramingError, match="row 0 is a csv record with an unbalanced double quote"):
-        frame_values(pa.array(['a,"b']), "csv", where)
+        frame_values(pa.array(['a,"b']), CSV, where)
 
 
 def test_protobuf_fixed_prefixes_the_magic_and_little_endian_length():
-    got = messages(frame_values(pa.array([b"abc", b""]), "protobuf-fixed", where))
+    got = messages(frame_values(pa.array([b"abc", b""]), PROTOBUF_FIXED, where))
     assert got == [FIXED_MAGIC + (3).to_bytes(4, "little") + b"abc", FIXED_MAGIC + bytes(4)]
-    assert messages(frame_values(pa.array(["\u00e9"]), "protobuf-fixed", where)) == [
+    assert messages(frame_values(pa.array(["\u00e9"]), PROTOBUF_FIXED, where)) == [
         FIXED_MAGIC + (2).to_bytes(4, "little") + "\u00e9".encode()
     ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import pytest
 
@@ -184,6 +185,27 @@ def test_every_option_is_documented_with_a_type_and_scope():
     for opt in OPTIONS:
         assert opt.doc and opt.kind and opt.scopes, opt.key
         assert opt.kind != "enum" or opt.choices, opt.key
+
+
+@pytest.mark.parametrize(
+    "fields,why",
+    [
+        ('"stores": ["ftp://bucket/p/"]', "unsupported scheme 'ftp'"),
+        ('"length": 512', "fragment.length must be 1024.."),
+        ('"refresh_interval": "48h"', "refresh_interval must be 1s..24h"),
+        ('"path_postfix_template": "{{ .Nope }}"', "path_postfix_template"),
+    ],
+)
+def test_a_create_journals_template_is_checked_whole_at_planning(fields, why):
+    """The whole spec a template gives, by Gazette's JournalSpec rules (protocol/specs.py)."""
+    fragment = '{"length": 1024, "compression_codec": "NONE", ' + fields + "}"
+    if '"length": 512' in fields:
+        fragment = '{"compression_codec": "NONE", ' + fields + "}"
+    with pytest.raises(OptionError, match=re.escape(why)) as ei:
+        WriteOptions.parse({**BASE_WRITE, "createJournals": '{"fragment": ' + fragment + "}"}, env={})
+    assert ei.value.option == "createJournals"
+    ok = '{"fragment": {"length": 1024, "compression_codec": "NONE", "stores": ["s3://bucket/p/"]}}'
+    assert WriteOptions.parse({**BASE_WRITE, "createJournals": ok}, env={}).create_journals == ok
 
 
 # -- every option at its default and at a set value (issue 25) ----------------------------------

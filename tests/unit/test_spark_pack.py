@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.message import NDJSON
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.pack import PackedPartition, pack
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment
@@ -19,7 +20,7 @@ def opts(**options: str) -> ReadOptions:
 
 
 def piece(journal: str, begin: int, end: int) -> GazettePartition:
-    return GazettePartition(0, journal, "ndjson", (Segment(journal, begin, end),))
+    return GazettePartition(0, journal, NDJSON, (Segment(journal, begin, end),))
 
 
 def members(part) -> list[GazettePartition]:
@@ -95,3 +96,75 @@ def test_weights_not_content_decide_the_packing():
     shape = [[m.journal for m in members(p)] for p in pack(full, o, weights)]
     assert shape == [[m.journal for m in members(p)] for p in pack(holey, o, weights)]
     assert shape == [["w/j0", "w/j1"], ["w/j2", "w/j3"], ["w/j4", "w/j5"]]
+
+
+# -- bytes per core (issue 24) ---------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def fragments_journal(n: int, size: int, tail: int = 0) -> GazettePartition:
+    """One journal's partition as plan() makes it: ``n`` persisted fragments (+ a broker tail)."""
+    from pyspark_gazette.fragments import FragmentRef
+
+    segs = [
+        Segment("big/j", i * size, (i + 1) * size, FragmentRef("big/j", i * size, (i + 1) * size, "0" * 40, 1))
+        for i in range(n)
+    ]
+    if tail:
+        segs.append(Segment("big/j", n * size, n * size + tail))
+    return GazettePartition(0, "big/j", NDJSON, tuple(segs))
+
+
+def test_a_large_journal_is_split_over_the_cores_along_fragments():
+    from pyspark_gazette.spark.read.pack import split
+
+    part = fragments_journal(13, 8 * MIB)  # 104 MiB: one 128 MiB partition as planned
+    parts = pack(split([part], opts(minPartitions="2")), opts(minPartitions="2"))
+    assert [len(p.segments) for p in parts] == [6, 7]  # two about equal halves, for two cores
+    assert [s for p in parts for s in p.segments] == list(part.segments)  # every fragment once, in order
+    three = split([part], opts(minPartitions="3"))
+    assert [len(p.segments) for p in three] == [4, 5, 4]
+    assert [p.index for p in parts] == list(range(len(parts)))
+    # Without a parallelism nothing is split (streams plan this way).
+    assert len(pack(split([part], opts()), opts())) == 1
+
+
+def test_a_broker_tail_is_cut_at_the_target_and_committed_reads_stay_whole():
+    from pyspark_gazette.spark.read.pack import split
+
+    part = fragments_journal(1, 4 * MIB, tail=60 * MIB)
+    parts = split([part], opts(minPartitions="4"))
+    assert len(parts) >= 4
+    assert sum(p.length for p in parts) == part.length
+    starts = [s.begin for p in parts for s in p.segments]
+    assert starts == sorted(starts) and starts[0] == 0
+    assert all(s.boundary is False for p in parts[2:] for s in p.segments[:1])  # cut inside the tail
+    assert split([part], opts(minPartitions="4", readCommitted="true")) == [part]
+
+
+def test_batch_reads_plan_for_the_cores_without_min_partitions(monkeypatch):
+    import dataclasses
+
+    from pyspark_gazette.spark.read import batch_scan
+    from pyspark_gazette.spark.read import pack as pack_module
+
+    class NoClient:  # planning without a broker: plan() is replaced below
+        def __init__(self, config):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    part = fragments_journal(13, 8 * MIB)
+    monkeypatch.setattr(pack_module, "default_parallelism", lambda: 4)
+    monkeypatch.setattr(batch_scan, "plan", lambda client, infos, o: ([part], {}))
+    monkeypatch.setattr(batch_scan, "resolve_journals", lambda *a, **k: [])
+    monkeypatch.setattr(batch_scan, "JournalClient", NoClient)
+    four = batch_scan.GazetteBatchReader(opts(), None).partitions()
+    assert len(four) >= 4
+    one = batch_scan.GazetteBatchReader(dataclasses.replace(opts(), min_partitions=1), None).partitions()
+    assert len(one) == 1

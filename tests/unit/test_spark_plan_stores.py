@@ -9,6 +9,7 @@ import pytest
 
 from pyspark_gazette.client import JournalInfo, ListedFragment
 from pyspark_gazette.errors import StoreError
+from pyspark_gazette.message import LINES
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.plan import Snapshot, segments
@@ -25,7 +26,7 @@ def snapshot(store: str) -> Snapshot:
         mod_time=7,
     )
     info = JournalInfo(spec=pb.JournalSpec(name="apps/journal"), mod_revision=1, create_revision=1, route=pb.Route())
-    return Snapshot(info=info, framing="lines", fragments=(ListedFragment(fragment),), write_head=100)
+    return Snapshot(info=info, framing=LINES, fragments=(ListedFragment(fragment),), write_head=100)
 
 
 def options(**extra: str) -> ReadOptions:

@@ -392,3 +392,154 @@ def test_random_bytes(docs):
         TypedDecoder(s, mode="FAILFAST").decode(arr, {})
     except MessageDecodeError:
         pass
+
+
+# -- native timestamps, fields outside the schema, maps (issue 24) ---------------------------
+
+
+def no_per_record(monkeypatch):
+    monkeypatch.setattr(TypedDecoder, "_records", lambda *a: pytest.fail("per-record path used"))
+
+
+TS_NATIVE = [
+    ("2024-01-02T03:04:05Z", dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)),
+    ("2024-01-02T03:04:05.5Z", dt.datetime(2024, 1, 2, 3, 4, 5, 500000, tzinfo=UTC)),
+    ("2024-01-02 03:04:05.123456", dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)),
+    ("2024-01-02T03:04:05+01:00", dt.datetime(2024, 1, 2, 2, 4, 5, tzinfo=UTC)),
+    ("2024-01-02T03:04:05-0130", dt.datetime(2024, 1, 2, 4, 34, 5, tzinfo=UTC)),
+    ("2024-01-02T03:04:05+18:00", dt.datetime(2024, 1, 1, 9, 4, 5, tzinfo=UTC)),
+    ("2024-01-02T03:04", dt.datetime(2024, 1, 2, 3, 4, tzinfo=UTC)),
+    ("2024-01-02T03", dt.datetime(2024, 1, 2, 3, tzinfo=UTC)),
+    ("2024-01-02", dt.datetime(2024, 1, 2, tzinfo=UTC)),
+]
+
+
+def test_zoned_timestamps_parse_natively(monkeypatch):
+    """ISO-8601 forms that pyarrow and Spark both take skip the string conversion, and agree
+    with the per-record rules (Spark's)."""
+    s = schema(("t", TimestampType()), ("st", StructType([StructField("t", TimestampType())])))
+    docs = [json.dumps({"t": text, "st": {"t": text}}) for text, _ in TS_NATIVE if "+18" not in text]
+    dec = TypedDecoder(s)
+    assert dec._parse_native.explicit_schema.field("t").type == pa.timestamp("us", tz="UTC")
+    no_per_record(monkeypatch)
+    batch = dec.decode(values(*docs), {})
+    want = [w for text, w in TS_NATIVE if "+18" not in text]
+    assert batch.column("t").to_pylist() == want
+    assert [r["t"] for r in batch.column("st").to_pylist()] == want
+    assert dec._native_fallbacks == 0
+
+
+def test_native_and_per_record_timestamps_agree():
+    s = schema(("t", TimestampType()))
+    dec = TypedDecoder(s)
+    conv = dict(dec._fields)["t"]
+    for text, want in TS_NATIVE:
+        assert conv(text) == int((want - dt.datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
+        _, batch = decode(s, json.dumps({"t": text}))
+        assert batch.column(0).to_pylist() == [want], text
+
+
+# pyarrow's ISO-8601 parser takes these; Spark does not (a zone needs seconds; offsets up to 18:00).
+SPARK_REJECTS = [
+    "2024-01-02T03:04Z",
+    "2024-01-02T03Z",
+    "2024-01-02 03:04+01:00",
+    "2024-01-02T03+0100",
+    "2024-01-02T03:04:05+18:30",
+    "2024-01-02T03:04:05+19:00",
+    "2024-01-02T03:04:05-23:59",
+    "2024-01-02T03:04:05.5+20",
+]
+
+
+@pytest.mark.parametrize("text", SPARK_REJECTS)
+def test_timestamps_pyarrow_takes_but_spark_rejects_are_malformed(text):
+    s = schema(("k", LongType()), ("t", TimestampType()), ("_corrupt_record", StringType()))
+    good = [json.dumps({"k": i, "t": "2024-01-02T00:00:00Z"}) for i in range(200)]
+    line = json.dumps({"k": -1, "t": text})
+    dec, batch = decode(s, *good[:100], line, *good[100:])
+    row = batch.to_pylist()[100]
+    assert row == {"k": -1, "t": None, "_corrupt_record": line}
+    assert dec.errors == 1
+    assert batch.column("t").null_count == 1
+
+
+def test_escaped_timestamp_text_follows_spark():
+    # "\u002B" is "+": the text is 2024-01-02T03:04+01:00 (no seconds): malformed for Spark.
+    s = schema(("t", TimestampType()), ("_corrupt_record", StringType()))
+    line = '{"t":"2024-01-02T03:04\\u002B01:00"}'
+    dec, batch = decode(s, line, '{"t":"2024-01-02T03:04:05\\u002B01:00"}')
+    assert batch.column("t").to_pylist() == [None, dt.datetime(2024, 1, 2, 2, 4, 5, tzinfo=UTC)]
+    assert dec.errors == 1
+
+
+def test_forms_only_spark_takes_fall_back_to_strings_and_stay_right():
+    s = schema(("k", LongType()), ("t", TimestampType()))
+    docs = [
+        json.dumps({"k": i, "t": "2024-1-2 3:4:5" if i % 500 == 7 else "2024-01-02T03:04:05Z"}) for i in range(5000)
+    ]
+    dec, batch = decode(s, *docs)
+    want = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert batch.column("t").to_pylist() == [want] * 5000
+    assert batch.column("k").to_pylist() == list(range(5000))
+    assert dec.errors == 0 and dec._native_fallbacks >= 1
+
+
+def test_a_decoder_stops_trying_native_when_it_keeps_falling_back():
+    s = schema(("t", TimestampType()))
+    dec = TypedDecoder(s)
+    odd = values(*[json.dumps({"t": f"2024-1-{1 + i % 28} 3:4:5"}) for i in range(100)])
+    for _ in range(10):
+        assert dec.decode(odd, {}).column(0).null_count == 0
+    assert dec._native_fallbacks < 10  # gave up after _NATIVE_PATIENCE tries, still correct
+
+
+def test_fields_outside_the_schema_are_skipped(monkeypatch):
+    """Extra fields, whatever their shape and even with types changing between records, are
+    not materialised and never make a record malformed."""
+    no_per_record(monkeypatch)
+    s = schema(("a", LongType()), ("_corrupt_record", StringType()))
+    docs = [
+        '{"a":1,"x":1,"deep":{"k":[1,{"z":"q"}]}}',
+        '{"x":"now a string","a":2,"deep":[true,null]}',
+        '{"a":3,"x":{"y":[]},"deep":"text"}',
+    ]
+    dec, batch = decode(s, *docs)
+    assert batch.to_pylist() == [{"a": i, "_corrupt_record": None} for i in (1, 2, 3)]
+    assert dec.errors == 0
+
+
+MAPS = schema(
+    ("id", LongType()),
+    ("m", MapType(StringType(), LongType())),
+    ("tags", MapType(StringType(), ArrayType(StringType()))),
+    ("_corrupt_record", StringType()),
+)
+
+
+def test_top_level_maps_do_not_send_records_through_the_per_record_path(monkeypatch):
+    no_per_record(monkeypatch)
+    docs = [json.dumps({"id": i, "m": {"a": i, "b": None}, "tags": {"t": ["x"] * (i % 3)}}) for i in range(3000)]
+    docs[5] = '{"id":5}'
+    dec, batch = decode(MAPS, *docs)
+    rows = batch.to_pylist()
+    assert rows[0] == {"id": 0, "m": [("a", 0), ("b", None)], "tags": [("t", [])], "_corrupt_record": None}
+    assert rows[5] == {"id": 5, "m": None, "tags": None, "_corrupt_record": None}
+    assert rows[2999]["m"] == [("a", 2999), ("b", None)]
+    assert dec.errors == 0
+
+
+def test_a_map_value_that_does_not_convert_is_malformed_with_partial_results():
+    docs = ['{"id":1,"m":{"a":1}}', '{"id":2,"m":{"a":"x","b":2},"tags":{"t":["y"]}}', '{"id":3,"m":{}}']
+    dec, batch = decode(MAPS, *docs)
+    rows = batch.to_pylist()
+    assert rows[0]["m"] == [("a", 1)] and rows[2]["m"] == []
+    # Spark: a map with a bad value is null, the other fields keep their values.
+    assert rows[1] == {"id": 2, "m": None, "tags": [("t", ["y"])], "_corrupt_record": docs[1]}
+    assert dec.errors == 1
+
+
+def test_maps_nested_in_structs_still_follow_the_per_record_rules():
+    s = schema(("st", StructType([StructField("m", MapType(StringType(), LongType()))])))
+    _, batch = decode(s, '{"st":{"m":{"a":1}}}', '{"st":{"m":{"b":"x"}}}')
+    assert batch.column(0).to_pylist() == [{"m": [("a", 1)]}, {"m": None}]

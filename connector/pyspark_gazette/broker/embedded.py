@@ -14,6 +14,7 @@ needs a bearer token (:mod:`pyspark_gazette.protocol.auth`).
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import socket
@@ -37,6 +38,8 @@ DEFAULT_MAX_RECEIVE = 4 * 1024 * 1024
 #: Read or List watch holds one while it waits (a stream's ``watchWriteHeads`` keeps one open per
 #: journal), so this bounds how many calls the broker serves at once, not what it costs idle.
 DEFAULT_MAX_WORKERS = 16_384
+#: Seconds a call may wait for the server to take it up before gRPC cancels it (see start()).
+MAX_UNREQUESTED_SECONDS = 3600
 
 
 class EmbeddedBroker:
@@ -114,6 +117,7 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         if self._server is not None:
             raise RuntimeError("the broker is already started")
+        _probe_bind(self.host, self._requested_port)
         core = BrokerCore(
             self.data_dir,
             suffix=self.process_suffix,
@@ -128,6 +132,12 @@ class EmbeddedBroker:
                 ("grpc.max_receive_message_length", self.max_receive_message_size),
                 ("grpc.max_send_message_length", 16 * 1024 * 1024),
                 ("grpc.so_reuseport", 0),
+                # gRPC's core cancels a call that waited this long for the Python server's single
+                # request loop to take it up (default 30 s): under CPU load that loop gets the GIL
+                # rarely, and a burst of calls (a write-head sweep of thousands of journals) came
+                # back CANCELLED. Go's gRPC servers have no such limit; a client's own deadline
+                # still applies.
+                ("grpc.server_max_unrequested_time_in_server", MAX_UNREQUESTED_SECONDS),
             ],
         )
         authorizer = Authorizer(self.auth_keys)
@@ -207,3 +217,23 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _probe_bind(host: str, port: int) -> None:
+    """Raise ``OSError`` naming ``host:port`` and the reason (address in use, not an address of
+    this host, permission) when it cannot be bound: gRPC's own bind failure says only that no
+    address was added, after logging the reason on stderr in lines of its own."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise OSError(errno.EADDRNOTAVAIL, f"cannot listen on {host}:{port}: {e.strerror}") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+        try:
+            s.bind(addr)
+        except OSError as e:
+            hint = " (another broker?)" if e.errno == errno.EADDRINUSE else ""
+            raise OSError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}{hint}") from None

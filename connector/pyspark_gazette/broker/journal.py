@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 from pyspark_gazette._fs import fsync_dir
 from pyspark_gazette.broker.fragment.index import FragmentIndex, QueryResult
 from pyspark_gazette.broker.fragment.spool import CommitRecord, Spool, list_spool_begins
-from pyspark_gazette.broker.specs import O_RDONLY, O_WRONLY, SpecEntry
+from pyspark_gazette.broker.specs import SpecEntry
 from pyspark_gazette.fragments import FragmentRef
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.durations import duration_seconds
 from pyspark_gazette.protocol.labels import matches
+from pyspark_gazette.protocol.specs import O_RDONLY, O_WRONLY
 
 if TYPE_CHECKING:
     from pyspark_gazette.broker.fragment.syncer import Syncer

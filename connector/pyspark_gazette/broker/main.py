@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pyspark_gazette import testing
 from pyspark_gazette.broker.core import DEFAULT_MIN_APPEND_RATE
 from pyspark_gazette.broker.embedded import EmbeddedBroker
+from pyspark_gazette.protocol.auth import KeySet
 
 #: Environment variable holding the auth keys (Gazette's broker reads the same one).
 AUTH_KEYS_ENV = "BROKER_AUTH_KEYS"
@@ -128,11 +129,12 @@ def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark
         host, port = _split_listen(args.listen)
     except argparse.ArgumentTypeError as e:
         parser.error(str(e))
-    storage_options = json.loads(args.storage_options) if args.storage_options else None
+    try:
+        storage_options = json.loads(args.storage_options) if args.storage_options else None
+    except ValueError as e:
+        parser.error(f"--storage-options: not JSON: {e}")
     auth_keys = args.auth_keys or os.environ.get(AUTH_KEYS_ENV) or None
     if auth_keys is not None:
-        from pyspark_gazette.protocol.auth import KeySet
-
         try:
             auth_keys = KeySet.parse(auth_keys)
         except ValueError as e:
@@ -159,7 +161,11 @@ def broker_main(argv: list[str] | None = None, *, prog: str = "python -m pyspark
         advertise_host=args.advertise_host,
     )
     try:
-        broker.start()
+        try:
+            broker.start()
+        except (OSError, ValueError) as e:  # in use, not this host's address, an unusable data dir
+            print(f"error: {e.strerror if isinstance(e, OSError) and e.strerror else e}", file=sys.stderr)
+            return 1
         print(
             f"gazette broker listening on {broker.address} (data dir {args.data_dir}, file root {args.file_root or '-'})",
             flush=True,

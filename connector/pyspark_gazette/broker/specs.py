@@ -1,4 +1,5 @@
-"""Journal spec validation (Gazette's rules) and the broker's durable spec registry.
+"""The broker's durable spec registry, and its own rules on top of Gazette's
+(:mod:`pyspark_gazette.protocol.specs`): journal names that would leave a store's prefix.
 
 There is no Etcd behind the embedded broker: :class:`SpecRegistry` keeps every JournalSpec
 with its mod/create revision, plus the cluster identity, in ``<data_dir>/specs.json``. Every
@@ -17,28 +18,25 @@ from dataclasses import dataclass
 import grpc
 
 from pyspark_gazette._fs import fsync_dir
-from pyspark_gazette.broker.fragment import postfix
 from pyspark_gazette.broker.headers import ClusterState, new_nonzero_id
 from pyspark_gazette.errors import SpecError
-from pyspark_gazette.protocol import journals as protocol_journals
-from pyspark_gazette.protocol import pb
-from pyspark_gazette.protocol.durations import duration_seconds
-from pyspark_gazette.protocol.journals import base_journal
-
-MIN_FRAGMENT_LENGTH, MAX_FRAGMENT_LENGTH = 1024, 1 << 34
-MIN_REFRESH, MAX_REFRESH = 1.0, 24 * 3600.0
-MIN_FLUSH = 60.0
-VALID_FLAGS = {0, 1, 2, 4}
-
-O_RDONLY, O_WRONLY, O_RDWR = 1, 2, 4
+from pyspark_gazette.protocol import journal_names as protocol_journals
+from pyspark_gazette.protocol import pb, specs
+from pyspark_gazette.protocol.journal_names import base_journal
 
 
 def validate_journal_name(name: str) -> None:
-    """Gazette's journal-name rules (:mod:`pyspark_gazette.protocol.journals`), plus the broker's
+    """Gazette's journal-name rules (:mod:`pyspark_gazette.protocol.journal_names`), plus the broker's
     store-safety rule: a clean name may still begin with ``..``, which would climb out of a store's prefix."""
     protocol_journals.validate_journal_name(name)
     if name == ".." or name.startswith("../"):
         raise SpecError(f"invalid journal name {name!r}: must not begin with '..'")
+
+
+def validate_apply(req: pb.ApplyRequest) -> None:
+    """Gazette's ApplyRequest rules (:func:`pyspark_gazette.protocol.specs.validate_apply`) with the
+    broker's journal-name rule."""
+    specs.validate_apply(req, name_rule=validate_journal_name)
 
 
 def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
@@ -51,152 +49,6 @@ def check_journal_field(name: str, context: grpc.ServicerContext) -> None:
         validate_journal_name(base_journal(name))
     except SpecError as e:
         context.abort(grpc.StatusCode.UNKNOWN, f"journal: {e}")
-
-
-def _validate_labels(labels: pb.LabelSet) -> None:
-    from pyspark_gazette.protocol.labels import validate_spec_labels
-
-    try:
-        validate_spec_labels(labels)
-    except ValueError as e:
-        raise SpecError(f"labels: {e}") from e
-
-
-def _validate_store(url: str) -> None:
-    if not url.endswith("/") and "?" not in url:
-        raise SpecError(f"fragment store {url!r}: path must end in '/'")
-    from pyspark_gazette.fragments import parse_store_url
-
-    try:
-        parse_store_url(url)
-    except ValueError as e:
-        raise SpecError(f"fragment store {url!r}: {e}") from e
-
-
-def _check_replication(spec: pb.JournalSpec) -> None:
-    if not 1 <= spec.replication <= 5:
-        raise SpecError(f"journal {spec.name!r}: replication must be 1..5 (got {spec.replication})")
-
-
-def _check_labels(spec: pb.JournalSpec) -> None:
-    _validate_labels(spec.labels)
-
-
-def _check_length(spec: pb.JournalSpec) -> None:
-    frag = spec.fragment
-    if not MIN_FRAGMENT_LENGTH <= frag.length <= MAX_FRAGMENT_LENGTH:
-        raise SpecError(
-            f"journal {spec.name!r}: fragment.length must be {MIN_FRAGMENT_LENGTH}..{MAX_FRAGMENT_LENGTH} (got {frag.length})"
-        )
-
-
-def _check_codec(spec: pb.JournalSpec) -> None:
-    frag = spec.fragment
-    if frag.compression_codec not in (pb.NONE, pb.GZIP, pb.ZSTANDARD, pb.SNAPPY, pb.GZIP_OFFLOAD_DECOMPRESSION):
-        raise SpecError(f"journal {spec.name!r}: fragment.compression_codec must be a valid codec other than INVALID")
-
-
-def _check_stores(spec: pb.JournalSpec) -> None:
-    frag = spec.fragment
-    for url in frag.stores:
-        _validate_store(url)
-    if frag.stores and frag.stores[0].startswith("file:") and frag.compression_codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
-        raise SpecError(f"journal {spec.name!r}: GZIP_OFFLOAD_DECOMPRESSION is not supported by file:// stores")
-
-
-def _check_intervals(spec: pb.JournalSpec) -> None:
-    refresh = duration_seconds(spec.fragment.refresh_interval)
-    if not MIN_REFRESH <= refresh <= MAX_REFRESH:
-        raise SpecError(f"journal {spec.name!r}: fragment.refresh_interval must be 1s..24h (got {refresh:g}s)")
-
-
-def _check_flush(spec: pb.JournalSpec) -> None:
-    flush = duration_seconds(spec.fragment.flush_interval)
-    if flush != 0 and flush < MIN_FLUSH:
-        raise SpecError(f"journal {spec.name!r}: fragment.flush_interval must be 0 or at least 1m (got {flush:g}s)")
-
-
-def _check_postfix(spec: pb.JournalSpec) -> None:
-    try:
-        postfix.check_template(spec.fragment.path_postfix_template, spec.name)
-    except ValueError as e:
-        raise SpecError(f"journal {spec.name!r}: fragment.path_postfix_template: {e}") from e
-
-
-def _check_rest(spec: pb.JournalSpec) -> None:
-    if spec.flags not in VALID_FLAGS:
-        raise SpecError(f"journal {spec.name!r}: flags must be one of 0, 1, 2, 4 (got {spec.flags})")
-
-
-def _check_rate(spec: pb.JournalSpec) -> None:
-    if spec.max_append_rate < 0:
-        raise SpecError(f"journal {spec.name!r}: max_append_rate must be >= 0 (got {spec.max_append_rate})")
-
-
-def _check_suspend(spec: pb.JournalSpec) -> None:
-    if spec.HasField("suspend") and spec.suspend.level not in (0, 1, 2):
-        raise SpecError(f"journal {spec.name!r}: suspend.level {spec.suspend.level} is not valid")
-
-
-#: The checks of a spec, in the order Gazette's JournalSpec.Validate makes them.
-_SPEC_CHECKS = (
-    lambda spec: validate_journal_name(spec.name),
-    _check_replication,
-    _check_labels,
-    _check_length,
-    _check_codec,
-    _check_stores,
-    _check_intervals,
-    _check_flush,
-    _check_postfix,
-    _check_rest,
-    _check_rate,
-    _check_suspend,
-)
-
-
-def spec_problems(spec: pb.JournalSpec) -> list[SpecError]:
-    """Every problem of ``spec``, in order (empty when it is valid): clients show them all at once."""
-    problems = []
-    for check in _SPEC_CHECKS:
-        try:
-            check(spec)
-        except SpecError as e:
-            problems.append(e)
-    return problems
-
-
-def validate_spec(spec: pb.JournalSpec) -> None:
-    """Raise :class:`SpecError` (message says what and why) unless ``spec`` is complete and valid.
-
-    Like Gazette's broker, only the first problem is reported; :func:`spec_problems` lists all."""
-    problems = spec_problems(spec)
-    if problems:
-        raise problems[0]
-
-
-def validate_apply(req: pb.ApplyRequest) -> None:
-    """Validate an ApplyRequest's shape and every upserted spec (raises :class:`SpecError`)."""
-    if not req.changes:
-        raise SpecError("expected at least one change")
-    seen: set[str] = set()
-    for i, change in enumerate(req.changes):
-        has_upsert, has_delete = change.HasField("upsert"), bool(change.delete)
-        if has_upsert == has_delete:
-            raise SpecError(f"changes[{i}]: expected exactly one of upsert or delete")
-        if has_upsert:
-            validate_spec(change.upsert)
-            name = change.upsert.name
-            if change.expect_mod_revision < -1:
-                raise SpecError(f"changes[{i}]: invalid expect_mod_revision {change.expect_mod_revision}")
-        else:
-            name = change.delete
-            validate_journal_name(name)
-            if change.expect_mod_revision == 0 or change.expect_mod_revision < -1:
-                raise SpecError(f"changes[{i}]: delete of {name!r} needs expect_mod_revision > 0 or -1")
-        if name in seen:
-            raise SpecError(f"changes[{i}]: journal {name!r} appears more than once")
-        seen.add(name)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from pyspark_gazette.client.append_service import AppendService, AsyncAppend
 from pyspark_gazette.client.appender import Appender, append
 from pyspark_gazette.client.client import JournalClient
 from pyspark_gazette.client.conn import ClientConfig, Connections, backoff, parse_address
-from pyspark_gazette.client.journals import (
+from pyspark_gazette.client.list_apply import (
     Change,
     JournalInfo,
     ListedFragment,

@@ -8,6 +8,18 @@ The broker sequences an append *before* reading its content and aborts clients t
 sustain its minimum append rate (64 KiB/s by default), so an :class:`Appender` starts its RPC
 on the first :meth:`~Appender.write` (or at :meth:`~Appender.close` for a zero-byte append);
 write promptly once started, or prepare the content first and use :func:`append`.
+
+Dead connections: a broker whose connection dies without a reset reaching us (a lost RST, a
+host that vanished, a frozen process) would leave an append waiting for its response until
+HTTP/2 keepalive notices (every 5.5 minutes: Go servers refuse more frequent pings). So an
+append that has waited :data:`PROBE_AFTER` seconds without progress asks the same connection a
+cheap question (a List of its journal): any answer, even a refusal, shows the connection is
+alive and the wait goes on; none within :data:`PROBE_TIMEOUT` seconds means it is dead. The
+probe's bytes also arm the kernel's ``TCP_USER_TIMEOUT`` (gRPC sets it to its keepalive timeout,
+20 s), which fails the connection if its host is gone. The channel is then dropped (the next call
+opens a new connection) and the append fails with gRPC ``UNAVAILABLE`` (retried by
+:func:`append`, like any ``UNAVAILABLE``; the broker rolls back an append whose commit never
+arrived, but one whose response alone was lost may have committed).
 """
 
 from __future__ import annotations
@@ -24,6 +36,8 @@ import grpc
 
 from pyspark_gazette.client.conn import APPEND_CHUNK_BYTES, Connections, backoff, translate_rpc_error
 from pyspark_gazette.errors import (
+    BrokerTimeoutError,
+    CancelledError,
     GazetteError,
     InsufficientJournalBrokersError,
     NoJournalPrimaryBrokerError,
@@ -33,11 +47,17 @@ from pyspark_gazette.errors import (
     error_for_status,
 )
 from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb
-from pyspark_gazette.protocol.journals import base_journal
+from pyspark_gazette.protocol.journal_names import base_journal
 
 log = logging.getLogger(__name__)
 
 _END = object()
+
+#: Seconds an append waits without progress (a content chunk taken, the response) before it
+#: checks that its connection still answers.
+PROBE_AFTER = 10.0
+#: Seconds the check waits for an answer before the connection is presumed dead.
+PROBE_TIMEOUT = 15.0
 
 
 def _params(
@@ -85,6 +105,7 @@ class Appender:
         self._call: Any = None
         self._done = threading.Event()
         self._closed = False
+        self._endpoint = ""
 
     def __enter__(self) -> Appender:
         return self
@@ -106,10 +127,12 @@ class Appender:
             yield item
 
     def _start(self) -> None:
-        stub = self._conns.stub(self._conns.append_endpoint(self.journal))
+        self._endpoint = self._conns.append_endpoint(self.journal)
+        stub = self._conns.stub(self._endpoint)
         self._call = stub.Append.future(self._messages(), **self._conns.call_kwargs())
 
     def _put(self, item: Any) -> None:
+        waiting_since = time.monotonic()
         while True:
             try:
                 self._queue.put(item, timeout=0.2)
@@ -118,6 +141,41 @@ class Appender:
                 if self._call.done():
                     self._raise_from_call()
                     raise ProtocolError(f"Append to {self.journal!r} ended before its content was sent") from None
+                if time.monotonic() - waiting_since >= PROBE_AFTER:
+                    self._check_alive()
+                    waiting_since = time.monotonic()
+
+    def _check_alive(self) -> None:
+        """Raise ``UNAVAILABLE`` (and drop the channel) when the append's connection no longer
+        answers a List of its journal within :data:`PROBE_TIMEOUT` (module docstring)."""
+        request = pb.ListRequest(
+            selector=pb.LabelSelector(
+                include=pb.LabelSet(labels=[pb.Label(name="name", value=base_journal(self.journal))])
+            )
+        )
+        started = time.monotonic()
+        try:
+            for _ in self._conns.stub(self._endpoint).List(request, **self._conns.call_kwargs(PROBE_TIMEOUT)):
+                break
+            return
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                return  # an answer, even a refusal: the connection is alive
+        if not self._call.cancel():
+            return  # the append's own answer arrived meanwhile
+        waited = time.monotonic() - started
+        log.warning(
+            "append to %s: broker %s did not answer within %.0fs; dropping its connection",
+            self.journal,
+            self._endpoint,
+            waited,
+        )
+        self._conns.drop_channel(self._endpoint)
+        raise TransportError(
+            f"Append to {self.journal!r}",
+            "UNAVAILABLE",
+            f"the connection to {self._endpoint} stopped answering (no reply to a probe within {waited:.0f}s)",
+        )
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Send ``data`` as content chunks (empty writes are ignored)."""
@@ -164,13 +222,19 @@ class Appender:
             return
         try:
             self._put(_END)
-            self._call.result()
-        except (grpc.RpcError, GazetteError):
-            pass  # the broker answers a rollback with an error, as expected
+            self._raise_from_call()
+        except (grpc.RpcError, grpc.FutureCancelledError, GazetteError):
+            pass  # the broker answers a rollback with an error, as expected (or the connection died)
 
     def _raise_from_call(self) -> pb.AppendResponse | None:
         try:
-            return self._call.result()
+            while True:
+                try:
+                    return self._call.result(timeout=PROBE_AFTER)
+                except grpc.FutureTimeoutError:
+                    self._check_alive()
+        except grpc.FutureCancelledError:
+            raise CancelledError(f"Append to {self.journal!r}", "CANCELLED", "the append was cancelled") from None
         except grpc.RpcError as e:
             raise translate_rpc_error(e, f"Append to {self.journal!r}") from e
 
@@ -200,8 +264,13 @@ def append(
     duplicate content. Every other error is raised. A retry after ``UNAVAILABLE`` can repeat an
     append whose response was lost; use registers or an explicit ``offset`` where that matters.
     ``content`` may be bytes or a seekable binary file (re-read from its start on retry).
+    Retries stop after ``max_attempts`` attempts, or once they have gone on for the client's
+    ``broker_timeout`` (:class:`~pyspark_gazette.errors.BrokerTimeoutError`, naming the journal,
+    the broker and the last error); each retry is logged at WARNING, saying what it waits for.
     """
     attempt = 0
+    failing_since = time.monotonic()  # no progress until the append commits
+    budget = conns.config.broker_timeout
     start = content.tell() if isinstance(content, io.IOBase) else 0
     while True:
         app = Appender(conns, journal, **params)
@@ -219,9 +288,29 @@ def append(
                 raise
             if max_attempts is not None and attempt + 1 >= max_attempts:
                 raise
+            endpoint = app._endpoint or conns.append_endpoint(journal)
+            now = time.monotonic()
+            if budget and now - failing_since >= budget:
+                raise BrokerTimeoutError(
+                    f"append to {journal!r}",
+                    "UNAVAILABLE",
+                    f"broker {endpoint} did not take it for {now - failing_since:.0f}s, more than broker.timeout "
+                    f"({budget:g}s); last error: {e}",
+                ) from e
             conns.forget_route(journal)
-            log.warning("append to %s failed (attempt %d), retrying: %s", journal, attempt, e)
-            time.sleep(backoff(attempt))
+            delay = backoff(attempt)
+            if budget:
+                delay = max(0.0, min(delay, budget - (now - failing_since)))
+            log.warning(
+                "append to %s: waiting for broker %s (attempt %d failed: %s); retrying in %.1fs%s",
+                journal,
+                endpoint,
+                attempt + 1,
+                e,
+                delay,
+                f", for up to {budget:g}s in all" if budget else "",
+            )
+            time.sleep(delay)
             attempt += 1
         except BaseException:
             app.abort()

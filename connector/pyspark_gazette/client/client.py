@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from pyspark_gazette.client import journals
+from pyspark_gazette.client import list_apply as journals
 from pyspark_gazette.client.append_service import AppendService
 from pyspark_gazette.client.appender import Appender, append
 from pyspark_gazette.client.conn import ClientConfig, Connections
 from pyspark_gazette.client.reader import Reader, RetryReader
+from pyspark_gazette.errors import FramingError, InvalidInputError, OffsetNotYetAvailableError
+from pyspark_gazette.message import framing_for_content_type
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
 
 
 class JournalClient:
@@ -71,8 +74,6 @@ class JournalClient:
 
     def read_all(self, journal: str, offset: int = 0, end_offset: int = 0, **kwargs: Any) -> bytes:
         """Read ``[offset, end_offset)`` (to the write head when ``end_offset`` is 0) into memory."""
-        from pyspark_gazette.errors import OffsetNotYetAvailableError
-
         out = bytearray()
         with RetryReader(self.conns, journal, offset, end_offset=end_offset, block=bool(end_offset), **kwargs) as r:
             while True:
@@ -112,10 +113,6 @@ class JournalClient:
         return self._service
 
 
-#: Content types whose framing is one message per line (docs/protocol.md, framings).
-_LINE_FRAMINGS = ("ndjson", "lines", "csv")
-
-
 def _last_byte(content: bytes | bytearray | memoryview | IO[bytes]) -> bytes:
     if isinstance(content, (bytes, bytearray, memoryview)):
         return bytes(content[-1:])
@@ -137,16 +134,13 @@ def check_message_ends(client: JournalClient, journal: str, last_byte: bytes) ->
     (a newline-framed journal: the next append would glue its first message onto this one)."""
     if not last_byte or last_byte == b"\n":
         return
-    from pyspark_gazette.errors import FramingError, InvalidInputError
-    from pyspark_gazette.message import framing_for_content_type
-    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
 
     types = label_values(client.get_journal(journal).spec.labels, CONTENT_TYPE)
     try:
         framing = framing_for_content_type(types[0]) if types else None
     except FramingError:
         framing = None
-    if framing is not None and framing.name in _LINE_FRAMINGS:
+    if framing is not None and framing.line_based:
         raise InvalidInputError(
             f"the content for journal {journal!r} ({types[0]}, one message per line) does not end with a "
             "newline, so its last message is incomplete and the next append would join onto it; nothing was "

@@ -23,7 +23,7 @@ import grpc
 
 from pyspark_gazette.errors import AuthRefusedError, CancelledError, GazetteError, TransportError
 from pyspark_gazette.protocol import pb, pb_grpc
-from pyspark_gazette.protocol.journals import base_journal
+from pyspark_gazette.protocol.journal_names import base_journal
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,14 @@ class Connections:
             if ch is None:
                 ch = self._channels[endpoint] = _open_channel(parse_address(endpoint))
             return ch
+
+    def drop_channel(self, endpoint: str) -> None:
+        """Close ``endpoint``'s channel (its connection was found dead); the next call opens a new one."""
+        with self._lock:
+            ch = self._channels.pop(endpoint, None)
+            self._stubs.pop(endpoint, None)
+        if ch is not None:
+            ch.close()
 
     def close(self) -> None:
         with self._lock:

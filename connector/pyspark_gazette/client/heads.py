@@ -33,14 +33,16 @@ import collections
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import grpc
 
-from pyspark_gazette.client.conn import Connections, open_aio_channel, parse_address
-from pyspark_gazette.errors import JournalNotFoundError, OffsetNotYetAvailableError
+from pyspark_gazette.client.conn import Connections, backoff, open_aio_channel, parse_address
+from pyspark_gazette.client.reader import RetryReader
+from pyspark_gazette.errors import CancelledError, JournalNotFoundError, OffsetNotYetAvailableError
 from pyspark_gazette.protocol import pb, pb_grpc
 
 log = logging.getLogger(__name__)
@@ -71,17 +73,35 @@ def write_head(conns: Connections, journal: str) -> int:
     return _write_head_retrying(conns, journal)
 
 
-def _write_head_retrying(conns: Connections, journal: str) -> int:
-    from pyspark_gazette.client.reader import RetryReader
+#: Attempts of a write-head Read the broker cancelled, when the client has no ``broker_timeout``.
+CANCELLED_ATTEMPTS = 8
 
-    # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE with
-    # the write head, which the reader keeps.
-    with RetryReader(conns, journal, -1, metadata_only=True, do_not_proxy=False) as r:
+
+def _write_head_retrying(conns: Connections, journal: str) -> int:
+    """The write head by a :class:`~pyspark_gazette.client.reader.RetryReader` (which retries
+    UNAVAILABLE and routing statuses), retrying also a Read the broker CANCELLED: a gRPC server
+    cancels calls it could not take up in time (a busy embedded broker, a Go broker shedding
+    load), which passes like UNAVAILABLE does. Retried with :func:`~pyspark_gazette.client.conn.backoff`
+    for the client's ``broker_timeout`` (:data:`CANCELLED_ATTEMPTS` attempts without one)."""
+    attempt, since = 0, time.monotonic()
+    while True:
+        # At the head nothing covers the offset: the broker answers OFFSET_NOT_YET_AVAILABLE with
+        # the write head, which the reader keeps.
         try:
-            r.read()
-        except OffsetNotYetAvailableError:
-            pass
-        return r.write_head
+            with RetryReader(conns, journal, -1, metadata_only=True, do_not_proxy=False) as r:
+                try:
+                    r.read()
+                except OffsetNotYetAvailableError:
+                    pass
+                return r.write_head
+        except CancelledError as e:
+            budget = conns.config.broker_timeout
+            waited = time.monotonic() - since
+            if (budget and waited >= budget) or (not budget and attempt + 1 >= CANCELLED_ATTEMPTS):
+                raise
+            log.info("write head of %s: %s; retrying (attempt %d)", journal, e, attempt + 1)
+            time.sleep(backoff(attempt))
+            attempt += 1
 
 
 def concurrently(fn: Callable[[str], _T], names: Sequence[str], threads: int) -> dict[str, _T]:

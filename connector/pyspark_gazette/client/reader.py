@@ -23,8 +23,10 @@ import grpc
 
 from pyspark_gazette.client.conn import Connections, backoff, translate_rpc_error
 from pyspark_gazette.errors import (
+    AuthError,
     BrokerTimeoutError,
     CancelledError,
+    FragmentError,
     GazetteError,
     InsufficientJournalBrokersError,
     JournalNotFoundError,
@@ -32,10 +34,13 @@ from pyspark_gazette.errors import (
     OffsetJumpError,
     OffsetNotYetAvailableError,
     ProtocolError,
+    StatusError,
     StoreError,
     SuspendedError,
+    TransportError,
     error_for_status,
 )
+from pyspark_gazette.fragments import FragmentReader, FragmentRef, open_fragment_url
 from pyspark_gazette.protocol import pb
 
 log = logging.getLogger(__name__)
@@ -214,8 +219,6 @@ class Reader:
     # -- direct fragment reads ---------------------------------------------------------------
 
     def _open_direct(self) -> None:
-        from pyspark_gazette.fragments import FragmentReader, FragmentRef, open_fragment_url
-
         assert self.fragment is not None
         self._pending_url = False
         ref = FragmentRef.from_proto(self.fragment)
@@ -391,8 +394,6 @@ class RetryReader:
 
 
 def _retried_read_error(e: GazetteError) -> bool:
-    from pyspark_gazette.errors import AuthError, FragmentError, ProtocolError, StatusError, TransportError
-
     if isinstance(e, (FragmentError, ProtocolError, AuthError)):
         return False  # an auth refusal repeats until the token changes
     if isinstance(e, TransportError) and e.code == "DATA_LOSS":

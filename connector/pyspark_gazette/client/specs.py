@@ -31,7 +31,7 @@ import dataclasses
 import itertools
 from typing import Any
 
-from pyspark_gazette.errors import SpecError
+from pyspark_gazette.errors import InvalidInputError, SpecError
 from pyspark_gazette.protocol import codec_from_name, codec_name, pb
 from pyspark_gazette.protocol.durations import duration_seconds, format_duration, parse_duration, set_duration
 
@@ -89,8 +89,6 @@ def load_specs(text: str) -> list[SpecNode]:
 def load_spec_file(path: str, flag: str, stdin: Any = None) -> list[SpecNode]:
     """:func:`load_specs` of the file ``path`` (``-`` reads ``stdin``), every error an
     :class:`~pyspark_gazette.errors.InvalidInputError` that starts with ``flag`` and the path."""
-    from pyspark_gazette.errors import InvalidInputError
-
     try:
         if path == "-" and stdin is not None:
             text = stdin.read()

@@ -24,8 +24,12 @@ from pyspark_gazette.message.framing import (
     LinesFraming,
     NDJSONFraming,
     ProtobufFixedFraming,
+    document_framings,
     framing_by_name,
     framing_for_content_type,
+    framings,
+    register_framing,
+    unregister_framing,
 )
 from pyspark_gazette.message.sequencer import Sequencer
 from pyspark_gazette.message.uuids import (
@@ -84,8 +88,12 @@ __all__ = [
     "clock_to_unix",
     "extract_uuid_json",
     "extract_uuid_proto",
+    "document_framings",
     "framing_by_name",
     "framing_for_content_type",
+    "framings",
+    "register_framing",
+    "unregister_framing",
     "get_clock",
     "get_flags",
     "get_producer",

@@ -8,9 +8,12 @@ header without the magic word a *desync* (see :class:`FixedDecoder`).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 from pyspark_gazette.errors import DesyncError, FramingError, UnexpectedEOFError
 from pyspark_gazette.message.framing_base import Decoder, Framing, Message
+from pyspark_gazette.message.uuids import extract_uuid_proto
 
 #: Magic word opening every fixed-framing header.
 FIXED_MAGIC = b"\x66\x33\x93\x36"
@@ -114,6 +117,26 @@ class ProtobufFixedFraming(Framing):
 
     name = "protobuf-fixed"
     content_type = "application/x-protobuf-fixed"
+    overhead = FIXED_HEADER_LEN
+
+    def uuid_of(self, payload: bytes, pointer: str, uuid_field: int = 0) -> Any:
+        """The UUID in protobuf field ``uuid_field`` of the message (none when 0)."""
+        return extract_uuid_proto(payload, uuid_field) if uuid_field else None
+
+    def encode_array(self, values: Any, where: Callable[[int], str]) -> Any:
+        """Header (magic word, uint32 LE length) plus payload for every value (vectorised)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            values = values.cast(pa.binary() if pa.types.is_string(values.type) else pa.large_binary())
+        lengths = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.uint32)
+        header = np.empty((len(values), 2), dtype="<u4")
+        header[:, 0] = int.from_bytes(FIXED_MAGIC, "little")
+        header[:, 1] = lengths
+        headers = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(values), [None, pa.py_buffer(header)])
+        return pc.binary_join_element_wise(headers.cast(pa.binary()), values, b"")
 
     def encode(self, payload: bytes) -> bytes:
         if len(payload) > _MAX_FIXED_LEN:

@@ -26,11 +26,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pyspark_gazette.errors import FramingError, MessageDecodeError, UnexpectedEOFError
 from pyspark_gazette.message.fixed import FIXED_HEADER_LEN, FIXED_MAGIC, FixedDecoder, ProtobufFixedFraming
 from pyspark_gazette.message.framing_base import Decoder, Framing, Message, _at
+from pyspark_gazette.message.uuids import extract_uuid_json
 
 # --------------------------------------------------------------------------------------------
 # Newline-terminated framings.
@@ -106,6 +108,25 @@ class _LineDecoder(Decoder):
 
 
 class _LineFraming(Framing):
+    text = True
+    line_based = True
+    newline_split = True
+    overhead = 1
+
+    def encode_array(self, values: Any, where: Callable[[int], str]) -> Any:
+        """``value + "\\n"`` for every value (vectorised); a value holding a newline is an error."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        newline = pc.match_substring(values, "\n")
+        if newline.true_count:
+            rows = np.flatnonzero(newline.to_numpy(zero_copy_only=False))
+            raise FramingError(
+                f"{where(int(rows[0]))} has a value containing a newline, which {self.name} framing cannot "
+                "carry (one message is one line); escape it or use protobuf-fixed framing"
+            )
+        return _join_newline(values)
+
     def encode(self, payload: bytes) -> bytes:
         if b"\n" in payload:
             raise FramingError(f"{self.name}: a message payload may not contain a newline")
@@ -120,6 +141,11 @@ class NDJSONFraming(_LineFraming):
 
     name = "ndjson"
     content_type = "application/x-ndjson"
+    json_documents = True
+
+    def uuid_of(self, payload: bytes, pointer: str, uuid_field: int = 0) -> Any:
+        """The UUID at JSON pointer ``pointer`` of the document."""
+        return extract_uuid_json(payload, pointer)
 
     def decode_message(self, payload: bytes, offset: int | None = None) -> Any:
         """``json.loads`` of the payload; raises :class:`MessageDecodeError` naming the offset."""
@@ -188,6 +214,33 @@ class CSVFraming(Framing):
 
     name = "csv"
     content_type = "text/csv"
+    text = True
+    #: A newline outside double quotes ends a record; readers resync at the next newline.
+    line_based = True
+    overhead = 1
+
+    def uuid_of(self, payload: bytes, pointer: str, uuid_field: int = 0) -> Any:
+        """The record's first field (Gazette's CSV UUID column)."""
+        row = next(csv.reader(io.StringIO(payload.decode("utf-8", "replace"))), [])
+        return row[0] if row else None
+
+    def encode_array(self, values: Any, where: Callable[[int], str]) -> Any:
+        """Each value as one record plus ``\\n`` (a trailing ``\\n`` or ``\\r\\n`` dropped first);
+        newlines only inside double quotes, quotes balanced."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        values = pc.replace_substring_regex(values, r"\r?\n\z", "")
+        newline = pc.match_substring(values, "\n")
+        if newline.true_count:
+            rows = np.flatnonzero(newline.to_numpy(zero_copy_only=False))
+            for row in rows.tolist():  # CSV: a newline is fine inside a quoted field only.
+                _check_csv_record(values[row].as_py(), where(row))
+        quotes = pc.count_substring(values, '"').to_numpy(zero_copy_only=False)
+        odd = np.flatnonzero(quotes & 1)
+        if odd.size:
+            raise FramingError(f"{where(int(odd[0]))} is a csv record with an unbalanced double quote")
+        return _join_newline(values)
 
     def decode_message(self, payload: bytes, offset: int | None = None) -> list[str]:
         """The fields of one UTF-8 CSV record; raises :class:`MessageDecodeError`."""
@@ -212,20 +265,69 @@ class CSVFraming(Framing):
         return _CSVDecoder(self.name, start_offset)
 
 
+def _check_csv_record(record: str | bytes, where: str) -> None:
+    text = record.encode() if isinstance(record, str) else record
+    quoted = False
+    for ch in text:
+        if ch == 0x22:
+            quoted = not quoted
+        elif ch == 0x0A and not quoted:
+            raise FramingError(f"{where} is a csv value with a newline outside quotes (more than one record)")
+
+
+def _join_newline(values: Any) -> Any:
+    """Each value of a pyarrow string/binary array with ``\\n`` appended."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sep = b"\n" if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type) else "\n"
+    return pc.binary_join_element_wise(values, sep, b"" if isinstance(sep, bytes) else "")
+
+
 # --------------------------------------------------------------------------------------------
+# The registry: every framing by name and by content type (Gazette's RegisterFraming).
 
 NDJSON = NDJSONFraming()
 PROTOBUF_FIXED = ProtobufFixedFraming()
 CSV = CSVFraming()
 LINES = LinesFraming()
 
-FRAMINGS: dict[str, Framing] = {f.name: f for f in (NDJSON, PROTOBUF_FIXED, CSV, LINES)}
-_BY_CONTENT_TYPE: dict[str, Framing] = {
-    "application/x-ndjson": NDJSON,
-    "application/x-protobuf-fixed": PROTOBUF_FIXED,
-    "text/csv": CSV,
-    "text/plain": LINES,
-}
+#: Registered framings by name, in registration order (the ``framing`` option's choices).
+FRAMINGS: dict[str, Framing] = {}
+_BY_CONTENT_TYPE: dict[str, Framing] = {}
+
+
+def register_framing(framing: Framing) -> Framing:
+    """Register ``framing`` under its name and its content types (Gazette's ``RegisterFraming``);
+    returns it. A name or a content type registered to another framing is an error."""
+    name = framing.name.strip().lower()
+    types = [t.split(";", 1)[0].strip().lower() for t in (framing.content_types or (framing.content_type,))]
+    if not name or not all(types):
+        raise FramingError(f"a framing needs a name and a content type, got {framing!r}")
+    taken = [k for k in (name,) if FRAMINGS.get(k, framing) != framing]
+    taken += [t for t in types if _BY_CONTENT_TYPE.get(t, framing) != framing]
+    if taken:
+        raise FramingError(f"cannot register framing {name!r}: {', '.join(map(repr, taken))} already registered")
+    FRAMINGS[name] = framing
+    for t in types:
+        _BY_CONTENT_TYPE[t] = framing
+    return framing
+
+
+def unregister_framing(framing: Framing) -> None:
+    """Forget ``framing`` (a test's framing, once the test is done)."""
+    for table in (FRAMINGS, _BY_CONTENT_TYPE):
+        for key in [k for k, v in table.items() if v == framing]:
+            del table[key]
+
+
+def framings() -> tuple[Framing, ...]:
+    """Every registered framing, in registration order."""
+    return tuple(FRAMINGS.values())
+
+
+for _f in (NDJSON, PROTOBUF_FIXED, CSV, LINES):
+    register_framing(_f)
 
 
 def framing_for_content_type(ct: str) -> Framing:
@@ -241,6 +343,11 @@ def framing_for_content_type(ct: str) -> Framing:
         raise FramingError(
             f"no framing for content-type {ct!r} (known: {', '.join(sorted(_BY_CONTENT_TYPE))})"
         ) from None
+
+
+def document_framings() -> str:
+    """The names of the framings whose messages are JSON documents (for errors: "ndjson")."""
+    return " or ".join(f.name for f in FRAMINGS.values() if f.json_documents)
 
 
 def framing_by_name(name: str) -> Framing:
@@ -267,6 +374,10 @@ __all__ = [
     "Message",
     "NDJSONFraming",
     "ProtobufFixedFraming",
+    "document_framings",
     "framing_by_name",
     "framing_for_content_type",
+    "framings",
+    "register_framing",
+    "unregister_framing",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pyspark_gazette.protocol._gen import protocol_pb2 as pb
 from pyspark_gazette.protocol._gen import protocol_pb2_grpc as pb_grpc
-from pyspark_gazette.protocol.helpers import (
+from pyspark_gazette.protocol.conversions import (
     CODEC_NAMES,
     MAX_READ_CHUNK,
     RATE_ABORT_TEXT,

@@ -38,6 +38,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from pyspark_gazette import _forks  # noqa: F401  (first: gRPC's fork handlers off, see there)
+from pyspark_gazette.broker import EmbeddedBroker
+from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.client.specs import load_spec_file, load_specs
+from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
+
 #: Package data (``pyspark_gazette/resources``): the journals and Spark's JVM logging set-up.
 SPECS = "quickstart.yaml"
 LOG4J = "log4j2.properties"
@@ -143,9 +149,6 @@ OWN_ENTRIES = frozenset({"broker", "store", "checkpoints", "state.json"})
 def _load_specs(specs: str | os.PathLike[str] | None) -> list[Any]:
     """The journal specs to create: ``specs`` (a file) or the packaged ones; a file must define
     both quickstart journals, as ndjson."""
-    from pyspark_gazette.client.specs import load_spec_file, load_specs
-    from pyspark_gazette.protocol.labels import CONTENT_TYPE, label_values
-
     if specs is None:
         return load_specs(packaged_specs())
     nodes = load_spec_file(str(specs), "--specs")  # InvalidInputError is a ValueError
@@ -186,9 +189,6 @@ def _one_line(e: BaseException) -> str:
 
 
 def _run(root: pathlib.Path, rows: int, keep: bool, steps: Steps, nodes: list[Any], specs: str) -> dict[str, Any]:
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import Change, ClientConfig, JournalClient
-
     state = _state(root)
     first_id = state["next_event_id"]
     store = root / "store"
@@ -240,25 +240,28 @@ def _run_spark(
         if not broker.wait_persisted(120):
             raise CheckFailed("rolled fragments were not persisted within 120 s")
         broker.refresh(CLICKS)
-        # This run's fragments (a --keep run's journal also holds earlier runs' fragments).
-        frags = [f for f in client.list_fragments(CLICKS) if f.spec.end > begin]
-        persisted = [f for f in frags if f.spec.backing_store and f.spec.mod_time]
-        report.update(fragments=len(frags), persisted=len(persisted))
-        spooled = len(frags) - len(persisted)
+        written = {
+            **conn,
+            "journals": CLICKS,
+            "startingOffsets": json.dumps({CLICKS: begin}),
+            "endingOffsets": json.dumps({CLICKS: end}),
+            "maxPartitionBytes": "8m",
+        }
+        # One listing for this step, the next and the report, so they state the same fragments
+        # (the broker may persist a spool in between; the read plans from its own listing).
+        plan = job.planned_read(written)
+        frags = plan.direct_fragments + plan.broker_fragments
+        report.update(fragments=frags, persisted=plan.direct_fragments)
         _say(
-            f"      {len(persisted)} of {len(frags)} fragments persisted"
-            + (f"; {spooled} still in the broker's spool (read through the broker)" if spooled else "")
+            f"      {plan.direct_fragments} of {_n(frags, 'fragment')} persisted"
+            + (
+                f"; {plan.broker_fragments} still in the broker's spool (read through the broker)"
+                if plan.broker_fragments
+                else ""
+            )
         )
 
-    written = {
-        **conn,
-        "journals": CLICKS,
-        "startingOffsets": json.dumps({CLICKS: begin}),
-        "endingOffsets": json.dumps({CLICKS: end}),
-        "maxPartitionBytes": "8m",
-    }
     with steps.step(5, "aggregate", "typed batch aggregation: clicks by country, read from the journal"):
-        plan = job.planned_read(written)
         with job.job_progress(spark, "aggregating", _say):
             got = {
                 r["country"]: r.asDict() for r in job.by_country(job.reader(spark, written, job.CLICK_SCHEMA)).collect()
@@ -267,8 +270,9 @@ def _run_spark(
         _compare_totals(got, want)
         report.update(plan=plan, totals=got)
         _say(
-            f"      {len(got)} countries; totals equal those of the generated data; the plan read "
-            f"{plan.direct_fragments} fragment files directly, {plan.broker_ranges} range(s) through the broker"
+            f"      {len(got)} countries; totals equal those of the generated data; {_n(plan.partitions, 'read task')} "
+            f"(Spark partitions): {_n(plan.direct_fragments, 'fragment file')} read directly, "
+            f"{_n(plan.broker_ranges, 'range')} through the broker"
         )
 
     source = {**conn, "journals": CLICKS, "startingOffsets": "earliest", "maxBytesPerTrigger": "8m"}
@@ -290,7 +294,13 @@ def _run_spark(
         if second.input_rows or after != b_end:
             raise CheckFailed(f"the re-run read {second.input_rows} rows and moved {CHECKOUTS} from {b_end} to {after}")
         report.update(rerun=second)
-        _say(f"      {second.batches} micro-batches, 0 rows: nothing new, nothing written twice")
+        _say(f"      {_n(second.batches, 'micro-batch')}, 0 rows: nothing new, nothing written twice")
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 fragment``, ``2 fragments``, ``1 micro-batch``, ``0 micro-batches``."""
+    plural = noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
+    return f"{count:,} {noun if count == 1 else plural}"
 
 
 def _compare_totals(got: dict[str, dict], want: dict[str, dict]) -> None:
@@ -329,17 +339,22 @@ def _print_report(r: dict[str, Any], steps: Steps, root: pathlib.Path, keep: boo
         ("rows written (df.write)", f"{r['rows']:,} ({size:,} bytes; event ids from {r['first_id']:,})"),
         (
             f"{CLICKS} fragments written",
-            # From the read's own snapshot: the broker may persist a spool between step 4 and it.
-            f"{r['fragments']}: {plan.direct_fragments} persisted / {plan.broker_fragments} in the spool when read",
+            # Step 4's listing, which steps 4 and 5 printed too.
+            f"{r['fragments']}: {plan.direct_fragments} persisted / {plan.broker_fragments} in the spool",
         ),
-        ("aggregation read directly from files", f"{plan.direct_fragments} fragments, {plan.direct_bytes:,} bytes"),
+        (
+            "aggregation read directly from files",
+            f"{_n(plan.direct_fragments, 'fragment')}, {plan.direct_bytes:,} bytes",
+        ),
         (
             "aggregation read through the broker",
-            f"{plan.broker_fragments} spool fragment(s) in {plan.broker_ranges} range(s), {plan.broker_bytes:,} bytes",
+            f"{_n(plan.broker_fragments, 'spool fragment')} in {_n(plan.broker_ranges, 'range')}, "
+            f"{plan.broker_bytes:,} bytes",
         ),
-        ("aggregation Spark partitions", f"{plan.partitions}"),
-        ("stream run 1", f"{s1.batches} micro-batches, {s1.input_rows:,} rows in"),
-        ("stream run 2 (same checkpoint)", f"{s2.batches} micro-batches, {s2.input_rows:,} rows in"),
+        # The read stage's tasks; the aggregation's progress line also counts the tasks after its shuffle.
+        ("aggregation read tasks (Spark partitions)", f"{plan.partitions}"),
+        ("stream run 1", f"{_n(s1.batches, 'micro-batch')}, {s1.input_rows:,} rows in"),
+        ("stream run 2 (same checkpoint)", f"{_n(s2.batches, 'micro-batch')}, {s2.input_rows:,} rows in"),
         (f"rows in {CHECKOUTS}", f"{r['checkouts']:,} (exactly once; run 1 added {r['stream_bytes']:,} bytes)"),
         ("timings", ", ".join(f"{k} {v:.1f}s" for k, v in t.items())),
         ("total time", f"{sum(t.values()):.1f}s"),

@@ -20,6 +20,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
+from pyspark_gazette.client import JournalClient
+from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.plan import plan
+from pyspark_gazette.spark.resolve import resolve_journals
+
 #: The click events' schema, as the typed reads ask for it.
 CLICK_SCHEMA = (
     "event_id long, ts timestamp, user_id string, country string, page string, device string, duration_ms int"
@@ -197,17 +202,24 @@ def job_progress(
     group = f"pyspark-gazette-quickstart-{uuid.uuid4().hex[:8]}"
 
     def line() -> str:
-        finished = total = 0
-        for job_id in tracker.getJobIdsForGroup(group):
+        finished, stages = 0, []
+        for job_id in sorted(tracker.getJobIdsForGroup(group)):
             job = tracker.getJobInfo(job_id)
             if job is None:
                 continue
-            for stage_id in job.stageIds:
+            for stage_id in sorted(job.stageIds):
                 stage = tracker.getStageInfo(stage_id)
                 if stage is None or (job.status == "SUCCEEDED" and not stage.numCompletedTasks):
                     continue  # a finished job's skipped stages ran no task
-                finished, total = finished + stage.numCompletedTasks, total + stage.numTasks
-        return f"      {what}: {finished}/{total} tasks" if total else ""
+                finished += stage.numCompletedTasks
+                stages.append(stage.numTasks)
+        total = sum(stages)
+        if not total:
+            return ""
+        # Per stage, in order, so a count can be matched with the read's partitions (the first
+        # stage of a read) and with the shuffle's partitions after it.
+        split = f" (stages of {' + '.join(map(str, stages))})" if len(stages) > 1 else ""
+        return f"      {what}: {finished}/{total} tasks{split}"
 
     done = threading.Event()
 
@@ -254,11 +266,6 @@ class PlannedRead:
 def planned_read(options: dict[str, str]) -> PlannedRead:
     """Plan the read on the driver with the connector's own planner (the same listing snapshot
     logic the data source runs), so the report states what the executors were given to read."""
-    from pyspark_gazette.client import JournalClient
-    from pyspark_gazette.spark.journals import resolve_journals
-    from pyspark_gazette.spark.options import ReadOptions
-    from pyspark_gazette.spark.read.plan import plan
-
     opts = ReadOptions.parse(options)
     with JournalClient(opts.connection.client_config()) as client:
         parts, _ = plan(client, resolve_journals(client, opts.journals, opts.selector), opts)

@@ -22,9 +22,16 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
+from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError
-from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions
+from pyspark_gazette.message import framing_by_name
+from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions, WriteOptions, catalog
+from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, GazettePushdownBatchReader
+from pyspark_gazette.spark.read.stream import GazetteStreamReader
+from pyspark_gazette.spark.resolve import framing_of, resolve_journals
 from pyspark_gazette.spark.surface import plain
+from pyspark_gazette.spark.write.batch import GazetteBatchWriter
+from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
 #: Metadata columns of untyped reads with includeMetadata (typed reads prefix them with "_").
 METADATA_COLUMNS = (
@@ -61,8 +68,6 @@ class GazetteDataSource(DataSource):
         """The options of this query: a catalog table's ``OPTIONS`` when Spark passes its
         properties (``CREATE TABLE``), else the query's over those stashed in a table's schema
         (see :mod:`~pyspark_gazette.spark.options.catalog`)."""
-        from pyspark_gazette.spark.options import catalog
-
         if catalog.is_catalog(self.options):
             return catalog.catalog_options(self.options)
         return catalog.table_options(self.options, schema, scope)
@@ -75,8 +80,6 @@ class GazetteDataSource(DataSource):
 
     @plain
     def schema(self) -> StructType:
-        from pyspark_gazette.spark.options import catalog
-
         schema = self._infer_schema()
         if catalog.is_catalog(self.options):
             # CREATE TABLE: the only time Spark shows us the table's options; keep them with it.
@@ -86,32 +89,28 @@ class GazetteDataSource(DataSource):
         return schema
 
     def _infer_schema(self) -> StructType:
-        from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of, resolve_journals
-
         opts = self._read_options()
-        if opts.framing != "auto":
-            text = opts.framing in TEXT_FRAMINGS
-        else:
-            from pyspark_gazette.client import JournalClient
+        if opts.infer_schema:
+            from pyspark_gazette.spark.read.infer import infer_schema
 
+            return infer_schema(opts)
+        if opts.framing != "auto":
+            text = framing_by_name(opts.framing).text
+        else:
             with JournalClient(opts.connection.client_config()) as client:
                 infos = resolve_journals(client, opts.journals, opts.selector)
             framings = {framing_of(i, opts.framing) for i in infos}
             # No journal matches yet (a selector for journals to come): text values.
-            text = not framings or framings <= TEXT_FRAMINGS
+            text = all(f.text for f in framings)
         return untyped_schema(text, opts.include_metadata)
 
     @plain
     def reader(self, schema: StructType) -> DataSourceReader:
-        from pyspark_gazette.spark.read.batch import GazetteBatchReader, GazettePushdownBatchReader
-
         opts = self._read_options(streaming=False, schema=schema)
         cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
         return cls(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from pyspark_gazette.spark.read.stream import GazetteStreamReader
-
         try:
             return GazetteStreamReader(self._read_options(streaming=True, schema=schema), schema)
         except GazetteError as e:
@@ -121,15 +120,10 @@ class GazetteDataSource(DataSource):
 
     @plain
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from pyspark_gazette.spark.options import WriteOptions
-        from pyspark_gazette.spark.write.batch import GazetteBatchWriter
-
         return GazetteBatchWriter(WriteOptions.parse(self._options(WRITE, schema)), schema, overwrite)
 
     @plain
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
-
         return GazetteStreamWriter(stream_write_options(self._options(WRITE, schema)), schema, overwrite)
 
 

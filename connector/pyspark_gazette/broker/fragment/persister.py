@@ -20,14 +20,13 @@ import os
 import time
 from datetime import datetime, timezone
 
-from pyspark_gazette.broker.fragment import postfix
 from pyspark_gazette.broker.fragment.spool import Spool
 from pyspark_gazette.broker.fragment.stores import Stores
 from pyspark_gazette.broker.journal import Journal
 from pyspark_gazette.broker.worker import Worker
 from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments import Compressor, FragmentRef, FragmentStore
-from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol import pb, postfix
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from pyspark_gazette.broker.fragment.spool import Spool
 from pyspark_gazette.broker.journal import Journal, apply_registers
 from pyspark_gazette.broker.specs import check_journal_field
 from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb, sha1sum_from_digest
-from pyspark_gazette.protocol.journals import base_journal
+from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.protocol.labels import validate_label_set, validate_selector
 
 log = logging.getLogger(__name__)

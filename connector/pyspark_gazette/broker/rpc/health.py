@@ -6,8 +6,8 @@ import grpc
 
 from pyspark_gazette.broker.core import BrokerCore
 from pyspark_gazette.errors import redact_url
-from pyspark_gazette.fragments import parse_store_url
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.store_urls import parse_store_url
 
 
 def serve_store_health(

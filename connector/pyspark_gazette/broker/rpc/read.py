@@ -17,7 +17,7 @@ from pyspark_gazette.errors import FragmentError, FragmentNotFoundError, StoreEr
 from pyspark_gazette.fragments import FragmentRef, open_decompressor
 from pyspark_gazette.protocol import MAX_READ_CHUNK, pb
 from pyspark_gazette.protocol.auth import Claims
-from pyspark_gazette.protocol.journals import base_journal
+from pyspark_gazette.protocol.journal_names import base_journal
 
 log = logging.getLogger(__name__)
 

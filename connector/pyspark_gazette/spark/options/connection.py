@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pyspark_gazette.client import ClientConfig
+from pyspark_gazette.client.conn import parse_address
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.fragments.stores import STORES
 from pyspark_gazette.spark.options.parsing import DEFAULTS
 
 
@@ -21,8 +24,6 @@ class Connection:
     broker_timeout: float | None = 300.0
 
     def client_config(self, *, direct_reads: bool = True):
-        from pyspark_gazette.client import ClientConfig
-
         return ClientConfig(
             self.address,
             auth_token=self.auth_token,
@@ -36,20 +37,10 @@ class Connection:
         return dict(self.storage)
 
 
-# Option -> scoped fsspec setting (see pyspark_gazette.fragments.stores.scheme_options).
-_STORAGE_SETTINGS = (
-    ("store.s3.endpoint", "s3.endpoint_url"),
-    ("store.s3.region", "s3.region"),
-    ("store.s3.accessKeyId", "s3.key"),
-    ("store.s3.secretAccessKey", "s3.secret"),
-    ("store.s3.sessionToken", "s3.token"),
-    ("store.s3.profile", "s3.profile"),
-    ("store.gcs.endpoint", "gs.endpoint_url"),
-    ("store.gcs.credentialsFile", "gs.token"),
-    ("store.azure.accountName", "azure.account_name"),
-    ("store.azure.accountKey", "azure.account_key"),
-    ("store.azure.sasToken", "azure.sas_token"),
-    ("store.azure.connectionString", "azure.connection_string"),
+# Option -> scoped storage setting ("store.s3.accessKeyId" -> "s3.key"), from each store backend's
+# settings (pyspark_gazette.fragments.stores; scoping: scheme_options).
+_STORAGE_SETTINGS = tuple(
+    (key, f"{backend.option_scope}.{setting}") for backend in STORES.values() for key, setting in backend.settings
 )
 
 
@@ -57,7 +48,6 @@ def connection_from(values: dict[str, Any]) -> Connection:
     address = values.get("broker.address")
     if not address:
         raise OptionError("broker.address", "is required (or set BROKER_ADDRESS), e.g. http://127.0.0.1:8080")
-    from pyspark_gazette.client.conn import parse_address
 
     try:
         parse_address(address)
@@ -68,8 +58,6 @@ def connection_from(values: dict[str, Any]) -> Connection:
     for key, setting in _STORAGE_SETTINGS:
         if values.get(key):
             storage[setting] = values[key]
-    if values.get("store.s3.anonymous"):
-        storage["s3.anon"] = True
     if bool(storage.get("s3.key")) != bool(storage.get("s3.secret")):
         raise OptionError("store.s3.accessKeyId", "store.s3.accessKeyId and store.s3.secretAccessKey go together")
     return Connection(

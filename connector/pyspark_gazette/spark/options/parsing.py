@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pyspark_gazette.errors import OptionError
+from pyspark_gazette.errors import OptionError, SpecError
+from pyspark_gazette.protocol.durations import parse_duration as go_duration
 from pyspark_gazette.spark.options.conf_file import options_from_file
 from pyspark_gazette.spark.options.table import BY_KEY, ENV_PREFIX, OPTIONS, READS, STREAM, WRITE, Option
 
@@ -68,9 +69,6 @@ def _parse_timestamp(key: str, text: str) -> int:
 
 
 def parse_duration(key: str, text: str) -> float:
-    from pyspark_gazette.errors import SpecError
-    from pyspark_gazette.protocol.durations import parse_duration as go_duration
-
     try:
         value = go_duration(text, where=key)
     except SpecError:

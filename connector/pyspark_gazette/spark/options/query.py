@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from pyspark_gazette.errors import OptionError, SpecError
-from pyspark_gazette.protocol.journals import base_journal, validate_journal_name
+from pyspark_gazette.errors import OptionError, SelectorError, SpecError
+from pyspark_gazette.message import document_framings, framing_by_name
+from pyspark_gazette.protocol.journal_names import base_journal, validate_journal_name
+from pyspark_gazette.protocol.labels import parse_selector
 from pyspark_gazette.spark.options.connection import Connection, connection_from
 from pyspark_gazette.spark.options.parsing import DEFAULTS, check_offsets_name_read_journals, parse
 from pyspark_gazette.spark.options.table import READ, STREAM, WRITE
+from pyspark_gazette.spark.options.templates import spec_template
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +46,8 @@ class ReadOptions:
     min_partitions: int | None = None
     uuid_field: int = 0
     watch_write_heads: str = "auto"  # auto | true | false
+    infer_schema: bool = False
+    sampling_bytes: int = 4 << 20
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -63,9 +68,6 @@ class ReadOptions:
                 else "is required: give journals (comma-separated names, or a load() path) or a selector",
             )
         if v.get("selector"):
-            from pyspark_gazette.errors import SelectorError
-            from pyspark_gazette.protocol.labels import parse_selector
-
             try:
                 parse_selector(v["selector"])
             except SelectorError as e:
@@ -130,6 +132,8 @@ class ReadOptions:
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
             watch_write_heads=v.get("watchWriteHeads", DEFAULTS["watchWriteHeads"]),
+            infer_schema=bool(v.get("inferSchema")),
+            sampling_bytes=v.get("samplingBytes", DEFAULTS["samplingBytes"]),
         )
 
 
@@ -166,13 +170,12 @@ class WriteOptions:
         v = parse(options, WRITE, env)
         if not v["uuidPointer"].startswith("/"):
             raise OptionError("uuidPointer", f"a JSON pointer starts with '/', got {v['uuidPointer']!r}")
-        if v["transactional"] and v["framing"] not in ("auto", "ndjson"):
+        if v["transactional"] and v["framing"] != "auto" and not framing_by_name(v["framing"]).json_documents:
             raise OptionError(
-                "transactional", f"needs ndjson framing (message UUIDs live in JSON documents), not {v['framing']}"
+                "transactional",
+                f"needs {document_framings()} framing (message UUIDs live in JSON documents), not {v['framing']}",
             )
         if v.get("createJournals"):
-            from pyspark_gazette.spark.journals import spec_template
-
             spec_template(v["createJournals"])  # validate now, at planning time
         return cls(
             connection=connection_from(v),

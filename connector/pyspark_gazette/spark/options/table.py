@@ -10,12 +10,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pyspark_gazette.message import framings
+
 READ, STREAM, WRITE = "read", "stream", "write"
 ALL = frozenset({READ, STREAM, WRITE})
 READS = frozenset({READ, STREAM})
 ENV_PREFIX = "PYSPARK_GAZETTE_"
 
-FRAMINGS = ("auto", "ndjson", "protobuf-fixed", "csv", "lines")
+#: The ``framing`` option's choices: ``auto`` and every registered framing (:mod:`pyspark_gazette.message`).
+FRAMINGS = ("auto", *(f.name for f in framings()))
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 
 
@@ -154,7 +157,7 @@ OPTIONS: tuple[Option, ...] = (
         "enum",
         "auto",
         "Message framing. `auto` uses each journal's `content-type` label "
-        "(application/x-ndjson, application/x-protobuf-fixed, text/csv, text/plain).",
+        f"({', '.join(f.content_type for f in framings())}).",
         choices=FRAMINGS,
     ),
     Option(
@@ -173,6 +176,24 @@ OPTIONS: tuple[Option, ...] = (
         "_corrupt_record",
         "Column receiving malformed records in PERMISSIVE mode.",
         scopes=READS,
+    ),
+    Option(
+        "inferSchema",
+        "bool",
+        False,
+        "Without a user schema: infer one from a sample of the messages, as `spark.read.json` does "
+        "(integers LONG, other numbers DOUBLE, objects STRUCT, arrays ARRAY, strings STRING, fields "
+        "sorted by name), and read typed. The driver plans the read and parses up to `samplingBytes` "
+        "of messages from up to 8 partitions spread over the plan. ndjson journals only.",
+        scopes=frozenset({READ}),
+    ),
+    Option(
+        "samplingBytes",
+        "bytes",
+        4 << 20,
+        "With `inferSchema`: bytes of messages sampled to infer the schema.",
+        scopes=frozenset({READ}),
+        example="16m",
     ),
     Option(
         "includeMetadata",
@@ -248,7 +269,11 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "Packing aims for at least this many input partitions (like Spark's "
         "`spark.sql.files.minPartitionNum`): a partition holds at most the total bytes (with open "
-        "costs) divided by it. Unset, partitions are filled up to `maxPartitionBytes`.",
+        "costs) divided by it, and a journal's partition past that is split along its fragments. "
+        "Unset, batch reads plan for the cores of the driver machine (Spark plans a Python data source "
+        "in a Python worker on the driver and tells it nothing of `spark.default.parallelism`, so this is "
+        "the closest default it can know: on a cluster, set this to the executors' total cores); "
+        "streams fill partitions up to `maxPartitionBytes`.",
         scopes=READS,
         example="8",
     ),

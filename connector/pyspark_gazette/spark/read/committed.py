@@ -33,11 +33,11 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
-from pyspark_gazette.message import Envelope, Flags, Outcome, Sequencer
+from pyspark_gazette.message import Envelope, Flags, Framing, Outcome, Sequencer
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batches import CommittedFilter
-from pyspark_gazette.spark.read.plan import GazettePartition, Snapshot, segments
-from pyspark_gazette.spark.read.segments import Messages
+from pyspark_gazette.spark.read.arrow_output import OutputBuilder, uuid_parts
+from pyspark_gazette.spark.read.plan import GazettePartition, Segment, Snapshot, segments
+from pyspark_gazette.spark.read.segments import Messages, partition_messages, segment_messages
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class CommittedStreamPartition(GazettePartition):
         self,
         index: int,
         journal: str,
-        framing: str,
+        framing: Framing,
         segments: tuple,
         emit_from: int,
         lookback_cut: bool,
@@ -112,6 +112,32 @@ class _Quiet(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not self.on
+
+
+class CommittedFilter:
+    """Read-committed: feeds a partition's messages through Gazette's sequencer."""
+
+    def __init__(self, journal: str, framing: Framing, opts: ReadOptions):
+        self.journal, self.framing, self.opts = journal, framing, opts
+        self.sequencer = Sequencer()
+
+    def _envelopes(self, msgs: Messages) -> list:
+        parts = uuid_parts(msgs.values, self.framing, self.opts.uuid_pointer, self.opts.uuid_field)
+        out = []
+        for offset, raw, p in zip(msgs.offsets.to_pylist(), msgs.values.to_pylist(), parts, strict=True):
+            producer, clock, flags = p if p else (b"\0" * 6, 0, 0)
+            out.append(
+                Envelope(self.journal, offset, offset + self.framing.framed_size(len(raw)), producer, clock, flags, raw)
+            )
+        return out
+
+    def _replay(self, journal: str, begin: int, end: int) -> Iterator:
+        for msgs in segment_messages(Segment(journal, begin, end), self.framing, self.opts):
+            yield from self._envelopes(msgs)
+
+    def filter(self, msgs: Messages) -> Messages | None:
+        committed = list(self.sequencer.sequence(self._envelopes(msgs), self._replay, include_acks=False))
+        return Messages.of_envelopes(committed, msgs.mod_time)
 
 
 class WindowFilter(CommittedFilter):
@@ -193,9 +219,6 @@ def read_committed_batches(
     part: CommittedStreamPartition, opts: ReadOptions, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of one read-committed micro-batch partition (executor side)."""
-    from pyspark_gazette.spark.read.batches import OutputBuilder
-    from pyspark_gazette.spark.read.segments import partition_messages
-
     builder = OutputBuilder(schema, opts, part.framing)
     window = WindowFilter(part, opts)
     for msgs in partition_messages(part, opts):

@@ -13,6 +13,13 @@ take it past the target size
 (without ``minPartitions`` the target is ``maxPartitionBytes``). A group of one piece stays that
 piece; a larger group becomes a :class:`PackedPartition`.
 
+Batch reads spread their bytes over the cores like Spark's file sources: with ``minPartitions``
+unset they plan for :func:`default_parallelism` partitions (the planning process's cores: a
+Python data source is planned in a Python worker on the driver, which is told nothing of Spark's
+default parallelism), and :func:`split` first cuts a journal's partition longer than the target
+along its segments (a fragment is never split; a broker-read tail is cut at the target). Streams
+keep ``minPartitions`` as given (their partitions must not depend on the machine).
+
 Determinism: the grouping depends only on the pieces' order and weights. The stream planner
 weighs a piece by its planned offset range (never by which fragments happen to be persisted), so
 the same micro-batch offsets always give the same partitions, which the exactly-once sink relies on.
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -39,8 +47,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
+from pyspark_gazette.protocol import pb
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.arrow_output import OutputBuilder
+from pyspark_gazette.spark.read.partition_reader import read_batches
 from pyspark_gazette.spark.read.plan import GazettePartition
+from pyspark_gazette.spark.read.segments import connections, read_from
 
 #: Concurrent reads inside one packed partition (each is mostly waiting on a socket or a file).
 READ_THREADS = 4
@@ -85,6 +97,49 @@ def pack_target(weights: Sequence[int], opts: ReadOptions) -> int:
         per_partition = -(-sum(weights) // opts.min_partitions)  # ceil
         target = min(target, max(opts.open_cost_bytes, per_partition))
     return target
+
+
+def default_parallelism() -> int:
+    """The cores this process may run on: what a batch read plans for without ``minPartitions``."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazettePartition]:
+    """Cut partitions longer than :func:`pack_target` (over all ``parts``) along their segments.
+
+    A partition becomes ``ceil(length / target)`` partitions of about equal length, its segments
+    kept in order (each goes where its middle byte falls, so a partition may pass the target by
+    less than a fragment); a fragment is never split, a broker-read segment of a text framing is
+    cut at the target first. Read-committed partitions (one journal in
+    order, one task) stay whole. Indices are renumbered from 0.
+    """
+    from pyspark_gazette.spark.read.plan import _split_tail
+
+    target = pack_target([p.length + opts.open_cost_bytes for p in parts], opts)
+    out: list[GazettePartition] = []
+    for part in parts:
+        if opts.read_committed or part.length <= target:
+            out.append(GazettePartition(len(out), part.journal, part.framing, part.segments))
+            continue
+        pieces = [
+            p
+            for seg in part.segments
+            for p in (_split_tail(seg, target, part.framing) if seg.fragment is None else [seg])
+        ]
+        n = -(-part.length // target)  # ceil
+        share = part.length / n
+        groups: list[list] = [[] for _ in range(n)]
+        done = 0
+        for piece in pieces:  # each piece to the group its middle byte falls in: n balanced groups
+            groups[min(n - 1, int((done + piece.length / 2) // share))].append(piece)
+            done += piece.length
+        for g in groups:
+            if g:
+                out.append(GazettePartition(len(out), part.journal, part.framing, tuple(g)))
+    return out
 
 
 def pack(
@@ -182,8 +237,6 @@ def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 def _read_all(
     member: GazettePartition, opts: ReadOptions, schema: StructType, content: bytes | None = None, builder=None
 ) -> list[pa.RecordBatch]:
-    from pyspark_gazette.spark.read.batch import read_batches
-
     return list(read_batches(member, opts, schema, content, builder))
 
 
@@ -193,7 +246,7 @@ def _prefetchable(member: GazettePartition) -> bool:
         len(member.segments) == 1
         and member.segments[0].fragment is None
         and not member.segments[0].tail  # read on to the write head when read, not prefetched
-        and member.framing in ("ndjson", "lines")
+        and member.framing.newline_split
         and 0 < member.length <= PREFETCH_BYTES
     )
 
@@ -210,9 +263,6 @@ class _Prefetch:
     """
 
     def __init__(self, member: GazettePartition, opts: ReadOptions, schema: StructType, builders: dict):
-        from pyspark_gazette.protocol import pb
-        from pyspark_gazette.spark.read.segments import connections, read_from
-
         self.member, self.opts, self.schema = member, opts, schema
         self.builders = builders  # OutputBuilders by framing, shared by the partition's prefetches
         seg = member.segments[0]
@@ -230,8 +280,6 @@ class _Prefetch:
             self.call.cancel()
 
     def result(self) -> list[pa.RecordBatch]:
-        from pyspark_gazette.spark.read.batches import OutputBuilder
-
         content = self._content()
         if content is None:
             return _read_all(self.member, self.opts, self.schema)
@@ -242,8 +290,6 @@ class _Prefetch:
         return _read_all(self.member, self.opts, self.schema, content, builder)
 
     def _content(self) -> bytes | None:
-        from pyspark_gazette.protocol import pb
-
         if self.call is None:
             return None
         chunks: list[bytes] = []

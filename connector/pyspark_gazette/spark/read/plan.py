@@ -41,10 +41,12 @@ from collections.abc import Sequence
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
+from pyspark_gazette.client.list_apply import list_fragments_many
 from pyspark_gazette.errors import GazetteError, OptionError, StoreError, redact_url
 from pyspark_gazette.fragments import FragmentRef, require_package
-from pyspark_gazette.spark.journals import TEXT_FRAMINGS, framing_of
+from pyspark_gazette.message import Framing
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.resolve import framing_of
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +89,10 @@ class GazettePartition(InputPartition):
 
     index: int
     journal: str
-    framing: str
+    framing: Framing
     segments: tuple[Segment, ...]
 
-    def __init__(self, index: int, journal: str, framing: str, segments: tuple[Segment, ...]):
+    def __init__(self, index: int, journal: str, framing: Framing, segments: tuple[Segment, ...]):
         object.__setattr__(self, "index", index)
         object.__setattr__(self, "journal", journal)
         object.__setattr__(self, "framing", framing)
@@ -107,7 +109,7 @@ class Snapshot:
     """A journal as planned: its fragments (ordered by begin) and write head."""
 
     info: JournalInfo
-    framing: str
+    framing: Framing
     fragments: tuple[ListedFragment, ...]
     write_head: int
 
@@ -122,12 +124,10 @@ class Snapshot:
 
 def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: ReadOptions) -> list[Snapshot]:
     """:func:`take_snapshot` of each journal, in order, up to :data:`PLAN_WINDOW` listings in
-    flight (:func:`~pyspark_gazette.client.journals.list_fragments_many`).
+    flight (:func:`~pyspark_gazette.client.list_apply.list_fragments_many`).
 
     The first failure (in journal order) is raised and the listings not yet started are dropped.
     """
-    from pyspark_gazette.client.journals import list_fragments_many
-
     if len(infos) <= 1:
         return [take_snapshot(client, info, opts) for info in infos]
     ttl = SIGNED_URL_TTL if opts.signed_urls else None
@@ -310,8 +310,8 @@ def merge_broker_runs(segs: Sequence[Segment]) -> list[Segment]:
     return out
 
 
-def _split_tail(seg: Segment, limit: int, framing: str) -> list[Segment]:
-    if seg.length <= limit or framing not in TEXT_FRAMINGS:
+def _split_tail(seg: Segment, limit: int, framing: Framing) -> list[Segment]:
+    if seg.length <= limit or not framing.line_based:
         return [seg]
     pieces = []
     pos = seg.begin

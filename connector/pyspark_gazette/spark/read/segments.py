@@ -36,6 +36,8 @@ from pyspark_gazette.errors import (
     StoreError,
     TransportError,
 )
+from pyspark_gazette.fragments import FragmentReader, FragmentStore, open_fragment_url
+from pyspark_gazette.message import ArrowLineDecoder, Framing
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment
 
@@ -97,8 +99,6 @@ def connections(opts: ReadOptions) -> Connections:
 
 
 def _store(url: str, opts: ReadOptions):
-    from pyspark_gazette.fragments import FragmentStore
-
     key = (url, opts.connection.file_root, opts.connection.storage)
     with _stores_lock:
         store = _stores.get(key)
@@ -113,8 +113,6 @@ def _store(url: str, opts: ReadOptions):
 
 
 def _direct_chunks(seg: Segment, read_from: int, opts: ReadOptions) -> Iterator[bytes]:
-    from pyspark_gazette.fragments import FragmentReader, open_fragment_url
-
     ref = seg.fragment
     assert ref is not None
     if seg.signed_url:
@@ -187,14 +185,16 @@ class Messages:
         )
 
 
-def read_from(seg: Segment, framing: str) -> int:
+def read_from(seg: Segment, framing: Framing) -> int:
     """Where reading ``seg`` starts: a byte early when ``begin`` may fall inside a message of a
-    text framing (the partial message up to the first newline is then skipped)."""
-    inside = not seg.boundary and seg.begin > 0 and framing != "protobuf-fixed"
+    line-based framing (the partial message up to the first newline is then skipped)."""
+    inside = not seg.boundary and seg.begin > 0 and framing.line_based
     return seg.begin - 1 if inside else seg.begin
 
 
-def segment_messages(seg: Segment, framing: str, opts: ReadOptions, content: bytes | None = None) -> Iterator[Messages]:
+def segment_messages(
+    seg: Segment, framing: Framing, opts: ReadOptions, content: bytes | None = None
+) -> Iterator[Messages]:
     """Messages beginning in ``[seg.begin, seg.end)``, in order, in Arrow pieces.
 
     ``content``: the segment's bytes from :func:`read_from` to ``end``, already fetched (a packed
@@ -222,7 +222,7 @@ def segment_messages(seg: Segment, framing: str, opts: ReadOptions, content: byt
             if first is None:
                 return
             chunks = _prepend(first, chunks)
-        if framing in ("ndjson", "lines"):
+        if framing.newline_split:
             yield from _lines(chunks, pos, seg, framing, mod_time)
         else:
             yield from _framed(chunks, pos, seg, framing, mod_time)
@@ -256,10 +256,8 @@ def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _lines(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_time: int) -> Iterator[Messages]:
-    from pyspark_gazette.message import ArrowLineDecoder
-
-    dec = ArrowLineDecoder(pos, framing=framing)
+def _lines(chunks: Iterator[bytes], pos: int, seg: Segment, framing: Framing, mod_time: int) -> Iterator[Messages]:
+    dec = ArrowLineDecoder(pos, framing=framing.name)
     for chunk in chunks:
         batch = dec.feed(chunk)
         if len(batch):
@@ -277,10 +275,8 @@ def _lines(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_ti
     dec.finish()  # content ended inside a message: UnexpectedEOFError
 
 
-def _framed(chunks: Iterator[bytes], pos: int, seg: Segment, framing: str, mod_time: int) -> Iterator[Messages]:
-    from pyspark_gazette.message import framing_by_name
-
-    dec = framing_by_name(framing).decoder(pos)
+def _framed(chunks: Iterator[bytes], pos: int, seg: Segment, framing: Framing, mod_time: int) -> Iterator[Messages]:
+    dec = framing.decoder(pos)
     for chunk in chunks:
         decoded = dec.feed(chunk)
         msgs = [m for m in decoded if m[0] < seg.end]

@@ -55,8 +55,25 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pyspark_gazette.errors import JournalNotFoundError
-from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.client import JournalClient
+from pyspark_gazette.client.conn import backoff
+from pyspark_gazette.client.heads import HeadWatcher, concurrently, sweep_heads, write_head
+from pyspark_gazette.client.list_apply import iter_fragments
+from pyspark_gazette.errors import BrokerTimeoutError, JournalNotFoundError, TransportError
+from pyspark_gazette.message import LINES, Framing, framing_by_name
+from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
+from pyspark_gazette.spark.read.batch_scan import read_partition
+from pyspark_gazette.spark.read.committed import CommittedStreamPartition, committed_partition, read_committed_batches
+from pyspark_gazette.spark.read.pack import pack
+from pyspark_gazette.spark.read.plan import (
+    DataLoss,
+    GazettePartition,
+    merge_broker_runs,
+    segments,
+    start_offset,
+    take_snapshot,
+)
+from pyspark_gazette.spark.resolve import resolve_journals
 from pyspark_gazette.spark.surface import plain
 
 log = logging.getLogger(__name__)
@@ -90,11 +107,9 @@ def share_bytes(backlogs: dict[str, int], limit: int) -> dict[str, int]:
     return alloc
 
 
-def aligned_spans(framing: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
-    """``[start, end)`` cut at absolute multiples of ``size`` (text framings; others stay whole)."""
-    from pyspark_gazette.spark.journals import TEXT_FRAMINGS
-
-    if framing not in TEXT_FRAMINGS:
+def aligned_spans(framing: Framing, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """``[start, end)`` cut at absolute multiples of ``size`` (line-based framings; others stay whole)."""
+    if not framing.line_based:
         return [(start, end)] if start < end else []  # only text framings resume inside a message
     out = []
     chunk = (start // size) * size
@@ -105,7 +120,7 @@ def aligned_spans(framing: str, start: int, end: int, size: int) -> list[tuple[i
 
 
 def aligned_partitions(
-    journal: str, framing: str, start: int, end: int, segs: list, size: int, first_index: int
+    journal: str, framing: Framing, start: int, end: int, segs: list, size: int, first_index: int
 ) -> list:
     """Partitions of ``[start, end)`` cut at absolute multiples of ``size``, one per chunk.
 
@@ -115,8 +130,6 @@ def aligned_partitions(
     no content left (skipped data loss) is still a partition, so the indices stay stable.
     """
     import dataclasses
-
-    from pyspark_gazette.spark.read.plan import GazettePartition, merge_broker_runs
 
     out: list[GazettePartition] = []
     for lo, hi in aligned_spans(framing, start, end, size):
@@ -133,8 +146,6 @@ def aligned_partitions(
 def sweep(fn: Callable[[str], _T], names: Sequence[str]) -> dict[str, _T]:
     """``fn(name)`` for every name, :data:`SWEEP_THREADS` calls at a time; the first error (in
     name order) is raised and the calls not yet started are dropped."""
-    from pyspark_gazette.client.heads import concurrently
-
     return concurrently(fn, names, SWEEP_THREADS)
 
 
@@ -158,8 +169,6 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         a new channel per call doubled each call's cost. Kept in a module-level cache, not on
         the reader, which is pickled to the executors.
         """
-        from pyspark_gazette.client import JournalClient
-
         key = self.opts.connection
         client = _planner_clients.get(key)
         if client is None:
@@ -171,9 +180,6 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         gRPC ``UNAVAILABLE`` (no broker answered through the client's own few retries) for up to
         ``broker.timeout``: a running query waits out a cluster restart as its tasks do, then
         fails with :class:`~pyspark_gazette.errors.BrokerTimeoutError` naming the option."""
-        from pyspark_gazette.client.conn import backoff
-        from pyspark_gazette.errors import BrokerTimeoutError, TransportError
-
         budget, since, attempt = self.opts.connection.broker_timeout, time.monotonic(), 0
         while True:
             try:
@@ -196,28 +202,20 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 attempt += 1
 
     def _journals(self, client) -> list:
-        from pyspark_gazette.spark.journals import resolve_journals
-
         return resolve_journals(client, self.opts.journals, self.opts.selector)
 
     @staticmethod
     def _write_head(client, journal: str) -> int:
-        from pyspark_gazette.client.heads import write_head
-
         return write_head(client.conns, journal)
 
     @staticmethod
     def _earliest(client, journal: str) -> int:
-        from pyspark_gazette.client.journals import iter_fragments
-
         first = next(iter(iter_fragments(client.conns, journal, page_limit=1)), None)  # one page, one RPC
         return first.spec.begin if first is not None else 0
 
     def _heads(self, client, *, fresh: bool = False) -> dict[str, int]:
         """Every journal's write head: asked now (``fresh``, or without ``watchWriteHeads``), else
         from the watcher, asking only the journals it does not watch (yet)."""
-        from pyspark_gazette.client.heads import HeadWatcher, sweep_heads
-
         names = [info.name for info in self._journals(client)]
         if fresh or not self._watching(len(names)):
             return sweep_heads(client.conns, names)
@@ -245,9 +243,6 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @plain
     def initialOffset(self) -> dict:
-        from pyspark_gazette.spark.options import check_offsets_name_read_journals
-        from pyspark_gazette.spark.read.plan import start_offset, take_snapshot
-
         client = self._client()
         infos = {info.name: info for info in self._journals(client)}
         # Only where a query starts: later, the selector's journals may come and go.
@@ -317,9 +312,6 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._through_outages(lambda: self._partitions(start, end))
 
     def _partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        from pyspark_gazette.spark.read.pack import pack
-        from pyspark_gazette.spark.read.plan import GazettePartition, segments, take_snapshot
-
         client = self._client()
         infos = {i.name: i for i in self._journals(client)}
         # (journal, start, end) of each journal to read, in name order.
@@ -343,8 +335,6 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         snaps = sweep(snapshot, [j for j, _, _ in ranges])
         if self.opts.read_committed:
-            from pyspark_gazette.spark.read.committed import committed_partition
-
             parts: list = []
             for journal, s, e in ranges:
                 snap = snaps[journal]
@@ -362,7 +352,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             snap = snaps[journal]
             if isinstance(snap, str):
                 self._lost(journal, s, e, snap)
-                framing = self.opts.framing if self.opts.framing != "auto" else "lines"
+                framing = framing_by_name(self.opts.framing) if self.opts.framing != "auto" else LINES
                 spans = aligned_spans(framing, s, e, size)
                 pieces.extend(GazettePartition(0, journal, framing, ()) for _ in spans)
             else:
@@ -374,8 +364,6 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return pack(pieces, self.opts, weights)
 
     def _lost(self, journal: str, begin: int, end: int, why: str) -> None:
-        from pyspark_gazette.spark.read.plan import DataLoss
-
         text = f"journal {journal!r}: offsets [{begin}, {end}) cannot be read: {why}"
         if self.opts.fail_on_data_loss:
             raise DataLoss(text + "; set failOnDataLoss=false to skip them")
@@ -383,11 +371,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @plain
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from pyspark_gazette.spark.read.batch import read_partition
-
         if self.opts.read_committed:
-            from pyspark_gazette.spark.read.committed import CommittedStreamPartition, read_committed_batches
-
             assert isinstance(partition, CommittedStreamPartition)
             yield from read_committed_batches(partition, self.opts, self.schema)
             return

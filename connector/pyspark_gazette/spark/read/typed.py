@@ -10,9 +10,15 @@ the ``mode`` semantics of ``spark.read.schema(s).json(path)``:
 * DROPMALFORMED: malformed records are dropped. FAILFAST: the first one raises
   :class:`~pyspark_gazette.errors.MessageDecodeError` naming its index in the batch.
 
-Fast path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema, in which
-timestamps, dates and binary are read as strings and converted afterwards (vectorised, for the
-common ISO-8601 forms). Any record pyarrow rejects is found by re-parsing parts of the failing
+Fast path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema of only the
+schema's fields (fields outside it are skipped by the parser, never materialised). Zoned
+timestamps (``TimestampType``) are parsed natively by pyarrow's ISO-8601 parser; the two forms
+it takes that Spark rejects (a zone without seconds, an offset past 18:00) are found by one
+vectorised regex over the records (:data:`_TS_REJECT`) and left to the per-record rules, and a
+block with a form only Spark takes (``2024-1-2 3:4:5``) is parsed again with timestamps as
+strings. Dates, ``TimestampNTZ`` and binary are read as strings and converted afterwards
+(vectorised, for the common ISO-8601 forms). Top-level ``MapType`` fields, which pyarrow
+cannot parse, are converted in Python from each record beside pyarrow's columns. Any record pyarrow rejects is found by re-parsing parts of the failing
 range (the failing record itself when pyarrow names its row,
 sixteenths otherwise), and records in small failing ranges (or with unusual values) are converted one by one in Python following
 Spark's rules; so pyarrow only ever accepts records Spark accepts with the same values.
@@ -40,10 +46,11 @@ hand):
 * a StringType field given an object or array gets compact JSON text, where Spark keeps the
   source text with its spacing;
 * a null message produces no row (a file has no null lines);
-* MapType anywhere in the schema sends every record through the per-record rules (pyarrow
-  cannot parse maps): correct, but about ten times slower.
+* a MapType nested in a struct or array sends every record through the per-record rules
+  (pyarrow cannot parse maps): correct, but about ten times slower; top-level maps cost one
+  Python JSON parse of each record (docs/benchmarks.md, "Typed reads").
 
-Size (~670 lines, over the house's ~500): one small converter per Spark type, kept together
+Size (~760 lines, over the house's ~500): one small converter per Spark type, kept together
 because they share the mode semantics above and the recursion over nested types.
 """
 
@@ -94,6 +101,15 @@ _LEAF = 64
 _ERROR_ROW = re.compile(r" in row (\d+)$")
 _FANOUT = 16
 _EXCERPT = 120
+
+# Zoned timestamps are parsed by pyarrow's ISO-8601 parser, which also takes two forms Spark
+# rejects: a zone after the hour or minutes (no seconds), and offsets past 18:00. Records whose
+# text has anything like either (a false positive only costs the per-record rules), or an escaped
+# ASCII character that could spell one, go to the per-record rules; a block pyarrow cannot parse
+# natively (a form only Spark takes, "2024-1-2 3:4:5") is parsed again with timestamps as strings.
+_TS_REJECT = r'\d[T ]\d\d(:\d\d)?[Z+-]|:\d\d(\.\d*)?[+-](1[89]|[2-9]\d)(:?\d\d)?"|\\u00[2-5]'
+# After this many blocks a decoder stops trying the native parse if most of them fell back.
+_NATIVE_PATIENCE = 4
 
 # Vectorised conversions accept only these forms; anything else goes to the per-record rules.
 _TS_RE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-](0\d|1[0-7]):[0-5]\d|[+-]18:00)?$"
@@ -359,16 +375,19 @@ def _converter(t: DataType) -> Callable[[Any], Any]:
 # -- fast path (pyarrow) ---------------------------------------------------------------------
 
 
-def _parse_type(t: DataType, out: pa.DataType) -> pa.DataType:
-    """The type pyarrow.json reads a field as: strings where we convert afterwards."""
+def _parse_type(t: DataType, out: pa.DataType, native: bool = False) -> pa.DataType:
+    """The type pyarrow.json reads a field as: strings where we convert afterwards, except
+    zoned timestamps with ``native`` (pyarrow parses ISO-8601 itself; see :data:`_TS_REJECT`)."""
+    if native and type(t) is TimestampType:
+        return out
     if isinstance(t, (TimestampType, TimestampNTZType, DateType, BinaryType)):
         return pa.string()
     if isinstance(t, StructType):
         return pa.struct(
-            [pa.field(f.name, _parse_type(f.dataType, o.type)) for f, o in zip(t.fields, out, strict=True)]
+            [pa.field(f.name, _parse_type(f.dataType, o.type, native)) for f, o in zip(t.fields, out, strict=True)]
         )
     if isinstance(t, ArrayType):
-        return pa.list_(_parse_type(t.elementType, out.value_type))
+        return pa.list_(_parse_type(t.elementType, out.value_type, native))
     return out
 
 
@@ -384,12 +403,25 @@ def _has(t: DataType, kinds: tuple[type, ...]) -> bool:
     return False
 
 
+def _has_ts(t: DataType) -> bool:
+    """A zoned timestamp pyarrow parses natively (outside maps, which pyarrow never sees)."""
+    if type(t) is TimestampType:
+        return True
+    if isinstance(t, StructType):
+        return any(_has_ts(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _has_ts(t.elementType)
+    return False
+
+
 _CONVERTED = (TimestampType, TimestampNTZType, DateType, BinaryType, DecimalType)
 
 
 def _post(arr: pa.Array, t: DataType, out: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
     """Convert a pyarrow-parsed column to ``out``; also return a mask of values left to the
     per-record rules (None when there are none)."""
+    if arr.type == out and not _has(t, (DecimalType, BinaryType)):
+        return arr, None  # natively parsed (zoned timestamps), or nothing to convert
     if not _has(t, _CONVERTED):
         return arr.cast(out), None
     valid = pc.is_valid(arr)
@@ -476,17 +508,30 @@ class TypedDecoder:
         fields = [f for f in schema.fields if f.name not in self.reserved and f.name != self.corrupt_column]
         self._json = StructType(fields)
         self._json_arrow = to_arrow_schema(self._json, timezone="UTC")
-        self._parse = pj.ParseOptions(
-            explicit_schema=pa.schema(
-                [
-                    pa.field(f.name, _parse_type(f.dataType, o.type))
-                    for f, o in zip(fields, self._json_arrow, strict=True)
-                ]
-            ),
-            unexpected_field_behavior="ignore",
-        )
         self._fields = [(f.name, _converter(f.dataType)) for f in fields]
-        self._all_python = any(_has(f.dataType, (MapType,)) for f in fields)
+        # Top-level maps are converted in Python from each record (pyarrow cannot parse maps),
+        # the other fields by pyarrow; a map nested in a struct or array sends every record
+        # through the per-record rules.
+        self._maps = [
+            (f.name, conv) for f, (_, conv) in zip(fields, self._fields, strict=True) if isinstance(f.dataType, MapType)
+        ]
+        self._all_python = any(not isinstance(f.dataType, MapType) and _has(f.dataType, (MapType,)) for f in fields)
+        arrow_fields = [
+            (f, o) for f, o in zip(fields, self._json_arrow, strict=True) if not isinstance(f.dataType, MapType)
+        ]
+
+        def parse_options(native: bool) -> pj.ParseOptions:
+            return pj.ParseOptions(
+                explicit_schema=pa.schema(
+                    [pa.field(f.name, _parse_type(f.dataType, o.type, native)) for f, o in arrow_fields]
+                ),
+                unexpected_field_behavior="ignore",  # fields outside the schema are skipped
+            )
+
+        self._parse = parse_options(False)
+        self._parse_native = parse_options(True)
+        self._native = any(_has_ts(f.dataType) for f, _ in arrow_fields)
+        self._native_tries = self._native_fallbacks = 0
         self.errors = 0
 
     # -- per record --------------------------------------------------------------------------
@@ -538,14 +583,23 @@ class TypedDecoder:
 
     # -- batches -----------------------------------------------------------------------------
 
-    def _fast(self, values: pa.Array, lo: int, hi: int, pieces: list, exact: bool = False) -> None:
+    def _fast(
+        self, values: pa.Array, lo: int, hi: int, pieces: list, exact: bool = False, native: bool | None = None
+    ) -> None:
         """Parse records ``lo:hi`` with pyarrow, falling back as the module docstring says.
 
         The first attempt is multi-threaded. Once it fails, ranges are parsed as one block
         (``exact``), where pyarrow's "in row N" names the failing record exactly: the records
         before it are parsed again, it goes to the per-record rules, and parsing resumes after
-        it. Errors without a row (a number that does not convert) re-parse sixteenths.
+        it. Errors without a row (a number that does not convert) re-parse sixteenths; in a
+        native timestamp parse (``native``, see :data:`_TS_REJECT`) they re-parse the range with
+        timestamps as strings first.
         """
+        if native is None:
+            native = self._native and not (
+                self._native_tries >= _NATIVE_PATIENCE and 2 * self._native_fallbacks > self._native_tries
+            )
+            self._native_tries += native
         while lo < hi:
             part = values.slice(lo, hi - lo)
             try:
@@ -555,32 +609,44 @@ class TypedDecoder:
                 else:
                     longest = int(pc.max(pc.binary_length(part)).as_py() or 0)
                     read = pj.ReadOptions(use_threads=True, block_size=max(1 << 20, longest + 2, len(buf) // 8 + 1))
-                table = pj.read_json(pa.BufferReader(buf), read, self._parse)
+                table = pj.read_json(pa.BufferReader(buf), read, self._parse_native if native else self._parse)
                 if table.num_rows != hi - lo:
                     raise pa.ArrowInvalid("row count")
                 break
             except pa.ArrowInvalid as e:
-                row = _ERROR_ROW.search(str(e)) if exact else None
-                r = int(row[1]) if row else -1
+                row = _ERROR_ROW.search(str(e)) if exact or native else None
+                if native and row is None and ("timestamp" in str(e) or "out of range" in str(e)):
+                    self._native_fallbacks += 1
+                    native = False  # a timestamp pyarrow does not take: this range as strings
+                    continue
+                r = int(row[1]) if row and exact else -1
                 if hi - lo <= _LEAF or 0 <= r < _LEAF:
                     take = hi if hi - lo <= _LEAF else lo + max(r + 1, _LEAF)
                     self._records(values, range(lo, min(take, hi)), pieces)
                     lo = min(take, hi)
                 elif 0 < r < hi - lo:
-                    self._fast(values, lo, lo + r, pieces, True)
+                    self._fast(values, lo, lo + r, pieces, True, native)
                     self._records(values, [lo + r], pieces)
                     lo += r + 1
                 else:
                     parts = min(_FANOUT, -(-(hi - lo) // _LEAF))
                     edges = np.linspace(lo, hi, parts + 1).astype(np.int64).tolist()
                     for a, b in zip(edges[:-1], edges[1:], strict=True):
-                        self._fast(values, a, b, pieces, True)
+                        self._fast(values, a, b, pieces, True, native)
                     return
         else:
             return
-        cols, bad = [], None
+        bad = None
+        if native:
+            flagged = pc.match_substring_regex(part, _TS_REJECT).to_numpy(zero_copy_only=False)
+            bad = flagged if flagged.any() else None
+        maps = self._map_columns(part) if self._maps else {}
+        cols = []
         for f, o in zip(self._json.fields, self._json_arrow, strict=True):
-            col, b = _post(table.column(f.name).combine_chunks(), f.dataType, o.type)
+            if f.name in maps:
+                col, b = maps[f.name]
+            else:
+                col, b = _post(table.column(f.name).combine_chunks(), f.dataType, o.type)
             cols.append(col)
             bad = b if bad is None else (bad if b is None else bad | b)
         batch = pa.RecordBatch.from_arrays(cols, schema=self._json_arrow)
@@ -590,6 +656,32 @@ class TypedDecoder:
         good = np.flatnonzero(~bad)
         pieces.append((good + lo, batch.take(pa.array(good)), np.zeros(len(good), np.bool_)))
         self._records(values, (np.flatnonzero(bad) + lo).tolist(), pieces)
+
+    def _map_columns(self, part: pa.Array) -> dict[str, tuple[pa.Array, np.ndarray | None]]:
+        """The top-level map columns of records pyarrow parsed, converted in Python from each
+        record; a record whose map does not convert is left to the per-record rules."""
+        n = len(part)
+        bad = np.zeros(n, np.bool_)
+        vals: dict[str, list[Any]] = {name: [None] * n for name, _ in self._maps}
+        for i, raw in enumerate(part.to_pylist()):
+            try:
+                doc, _ = _DECODER.raw_decode(raw.decode("utf-8").strip(_JSON_WS))
+            except ValueError:
+                bad[i] = True
+                continue
+            if type(doc) is not dict:
+                bad[i] = True
+                continue
+            for name, conv in self._maps:
+                v = doc.get(name)
+                if v is not None:
+                    try:
+                        vals[name][i] = conv(v)
+                    except (_Bad, _Partial):
+                        bad[i] = True
+        mask = bad if bad.any() else None
+        types = {f.name: f.type for f in self._json_arrow}
+        return {name: (pa.array(v, types[name]), mask) for name, v in vals.items()}
 
     def decode(self, values: pa.Array, metadata: Mapping[str, pa.Array]) -> pa.RecordBatch | None:
         """Decode one batch of JSON documents; ``metadata`` holds the reserved kinds' arrays."""

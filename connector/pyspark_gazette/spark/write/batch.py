@@ -58,6 +58,7 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, OptionError
 from pyspark_gazette.message import TICK, Flags, build_uuid
 from pyspark_gazette.spark.options import WriteOptions
+from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.surface import plain
 from pyspark_gazette.spark.write.task import WritePlan, WriteTask, check_framing, pointer_prefix, resolve_journal
 
@@ -129,7 +130,6 @@ class GazetteBatchWriter(DataSourceArrowWriter):
         )
         if options.journal:
             # Resolve (or create) the option's journal now, so a mistake fails before any task.
-            from pyspark_gazette.spark.journals import framing_of
 
             with JournalClient(options.connection.client_config()) as client:
                 info = resolve_journal(client, options.journal, options)

@@ -4,9 +4,8 @@ Every function here turns Arrow arrays into one contiguous buffer of whole, fram
 plus the offsets of the message boundaries, without a Python loop over rows where Arrow or
 numpy can do the work:
 
-* :func:`frame_values` frames a ``value`` column (string or binary) for a framing:
-  ``value + "\\n"`` for ndjson, lines and csv, the 8-byte magic/length header for
-  protobuf-fixed;
+* :func:`frame_values` frames a ``value`` column (string or binary) for a framing
+  (:meth:`~pyspark_gazette.message.Framing.encode_array`);
 * :func:`json_lines` encodes columns as one JSON document per row, built column by column
   from JSON fragments (:func:`json_fragments`) joined with ``binary_join_element_wise``;
   the joined string array's data buffer *is* the journal content;
@@ -36,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_gazette.errors import FramingError
-from pyspark_gazette.message import FIXED_MAGIC
+from pyspark_gazette.message import Framing
 
 #: Framed content of some messages: the bytes, and the ``n + 1`` message boundaries in them.
 Framed = tuple[memoryview, np.ndarray]
@@ -63,48 +62,11 @@ def framed(lines: pa.Array) -> Framed:
 # Values.
 
 
-def frame_values(values: pa.Array, framing: str, where: Any) -> Framed:
+def frame_values(values: pa.Array, framing: Framing, where: Any) -> Framed:
     """Frame a ``value`` column for ``framing``; ``where(i)`` describes row ``i`` for errors."""
     if values.null_count:
         raise FramingError(f"{where(_first(pc.is_null(values)))} has a null value; a message needs content")
-    if framing == "protobuf-fixed":
-        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-            values = values.cast(pa.binary() if pa.types.is_string(values.type) else pa.large_binary())
-        lengths = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.uint32)
-        header = np.empty((len(values), 2), dtype="<u4")
-        header[:, 0] = int.from_bytes(FIXED_MAGIC, "little")
-        header[:, 1] = lengths
-        headers = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(values), [None, pa.py_buffer(header)])
-        return framed(pc.binary_join_element_wise(headers.cast(pa.binary()), values, b""))
-    if framing == "csv":
-        values = pc.replace_substring_regex(values, r"\r?\n\z", "")
-    newline = pc.match_substring(values, "\n")
-    if newline.true_count:
-        rows = np.flatnonzero(newline.to_numpy(zero_copy_only=False))
-        if framing != "csv":
-            raise FramingError(
-                f"{where(int(rows[0]))} has a value containing a newline, which {framing} framing cannot "
-                "carry (one message is one line); escape it or use protobuf-fixed framing"
-            )
-        for row in rows.tolist():  # CSV: a newline is fine inside a quoted field only.
-            _check_csv_record(values[row].as_py(), where(row))
-    if framing == "csv":
-        quotes = pc.count_substring(values, '"').to_numpy(zero_copy_only=False)
-        odd = np.flatnonzero(quotes & 1)
-        if odd.size:
-            raise FramingError(f"{where(int(odd[0]))} is a csv record with an unbalanced double quote")
-    sep = b"\n" if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type) else "\n"
-    return framed(pc.binary_join_element_wise(values, sep, b"" if isinstance(sep, bytes) else ""))
-
-
-def _check_csv_record(record: str | bytes, where: str) -> None:
-    text = record.encode() if isinstance(record, str) else record
-    quoted = False
-    for ch in text:
-        if ch == 0x22:
-            quoted = not quoted
-        elif ch == 0x0A and not quoted:
-            raise FramingError(f"{where} is a csv value with a newline outside quotes (more than one record)")
+    return framed(framing.encode_array(values, where))
 
 
 def _first(mask: pa.Array) -> int:

@@ -32,9 +32,19 @@ from pyspark_gazette.errors import (
     SpecError,
     TransportError,
 )
-from pyspark_gazette.message import TICK, Flags, build_uuid, clock_now, new_producer_id, set_uuid_at
-from pyspark_gazette.spark.journals import framing_of, spec_from_template, spec_template
+from pyspark_gazette.message import (
+    TICK,
+    Flags,
+    Framing,
+    build_uuid,
+    clock_now,
+    document_framings,
+    new_producer_id,
+    set_uuid_at,
+)
 from pyspark_gazette.spark.options import WriteOptions
+from pyspark_gazette.spark.options.templates import spec_from_template, spec_template
+from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.write.encode import Framed, frame_values, json_lines, uuid_strings
 
 log = logging.getLogger(__name__)
@@ -51,7 +61,7 @@ class WritePlan:
     value_column: str | None
     json_columns: tuple[str, ...]
     #: Framing of journals resolved at planning (the ``journal`` option's).
-    framings: tuple[tuple[str, str], ...] = ()
+    framings: tuple[tuple[str, Framing], ...] = ()
     #: String columns naming the journal a row was read from (``journal``, ``_journal``), checked
     #: against the ``journal`` option unless ``allowWriteToSource``.
     source_columns: tuple[str, ...] = ()
@@ -89,15 +99,17 @@ def resolve_journal(client: JournalClient, journal: str, options: WriteOptions) 
     return client.get_journal(journal)
 
 
-def check_framing(journal: str, framing: str, plan: WritePlan) -> None:
+def check_framing(journal: str, framing: Framing, plan: WritePlan) -> None:
     """Raise if rows of ``plan`` cannot be written to a journal of ``framing``."""
-    if plan.value_column is None and framing != "ndjson":
+    if plan.value_column is None and not framing.json_documents:
         raise FramingError(
             f"journal {journal!r} has {framing} framing: without a value column rows are written as "
-            "JSON documents, which needs ndjson framing"
+            f"JSON documents, which needs {document_framings()} framing"
         )
-    if plan.options.transactional and framing != "ndjson":
-        raise FramingError(f"journal {journal!r} has {framing} framing: transactional writes need ndjson")
+    if plan.options.transactional and not framing.json_documents:
+        raise FramingError(
+            f"journal {journal!r} has {framing} framing: transactional writes need {document_framings()}"
+        )
 
 
 def pointer_prefix(pointer: str) -> tuple[str, str]:
@@ -191,7 +203,7 @@ class WriteTask:
                     f"write to another journal, or set allowWriteToSource=true if this is intended"
                 )
 
-    def _framing(self, journal: str) -> str:
+    def _framing(self, journal: str) -> Framing:
         framing = self.framings.get(journal)
         if framing is None:
             info = resolve_journal(self.client, journal, self.opts)

@@ -8,28 +8,25 @@ Untyped reads (no user schema) produce ``journal``, ``offset``, ``value`` and, w
 with a leading underscore (``_journal``, ``_offset``, ``_uuid``, ...), filled from the message,
 not the document.
 
-Read-committed reads run Gazette's sequencer over a partition's messages (one journal, in
-order) and keep only committed ones, hiding ACKs.
+Read-committed filtering (Gazette's sequencer over a partition's messages) is
+:mod:`~pyspark_gazette.spark.read.committed`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructType, TimestampType
 
-from pyspark_gazette.errors import UUIDError
+from pyspark_gazette.errors import MessageDecodeError, OptionError, UUIDError
+from pyspark_gazette.message import Framing, build_uuid, document_framings, parse_uuid
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.segments import Messages
+from pyspark_gazette.spark.read.typed import TypedDecoder
 
 UNTYPED = ("journal", "offset", "value")
 METADATA = ("uuid", "producer", "clock", "flags", "mod_time", "timestamp")
-#: Bytes a framing adds around each payload (for message end offsets).
-_OVERHEAD = {"ndjson": 1, "lines": 1, "csv": 1, "protobuf-fixed": 8}
 
 
 #: Spark types each untyped column may have in a user schema for the read to stay raw.
@@ -66,7 +63,7 @@ def is_untyped(schema: StructType, include_metadata: bool = False) -> bool:
 class OutputBuilder:
     """Builds the record batches of one partition."""
 
-    def __init__(self, schema: StructType, opts: ReadOptions, framing: str):
+    def __init__(self, schema: StructType, opts: ReadOptions, framing: Framing):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.schema = schema
@@ -80,12 +77,10 @@ class OutputBuilder:
             self.text = pa.types.is_string(value) or pa.types.is_large_string(value)
             self.typed_decoder = None
         else:
-            if framing != "ndjson":
-                from pyspark_gazette.errors import OptionError
-
-                raise OptionError("schema", f"a user schema needs ndjson framing; this journal's framing is {framing}")
-            from pyspark_gazette.spark.read.typed import TypedDecoder
-
+            if not framing.json_documents:
+                raise OptionError(
+                    "schema", f"a user schema needs {document_framings()} framing; this journal's framing is {framing}"
+                )
             reserved = {
                 f"_{k}": k
                 for k in ("journal", "offset", *METADATA)
@@ -116,8 +111,6 @@ class OutputBuilder:
             try:
                 return self.typed_decoder.decode(msgs.values, meta)
             except Exception as e:
-                from pyspark_gazette.errors import MessageDecodeError
-
                 if isinstance(e, MessageDecodeError):
                     index = getattr(e, "index", None)
                     if index is not None and 0 <= index < len(msgs.offsets):
@@ -140,22 +133,14 @@ class OutputBuilder:
 
 
 def uuid_parts(
-    values: pa.Array, framing: str, pointer: str, uuid_field: int = 0
+    values: pa.Array, framing: Framing, pointer: str, uuid_field: int = 0
 ) -> list[tuple[bytes, int, int] | None]:
     """(producer, clock, flags) of each message's Gazette UUID, or None where it has none."""
-    from pyspark_gazette.message import extract_uuid_json, extract_uuid_proto, parse_uuid
-
     out: list[tuple[bytes, int, int] | None] = []
     for raw in values.to_pylist():
         u: Any = None
         try:
-            if framing == "ndjson":
-                u = extract_uuid_json(raw, pointer)
-            elif framing == "csv":
-                row = next(csv.reader(io.StringIO(raw.decode("utf-8", "replace"))), [])
-                u = row[0] if row else None
-            elif framing == "protobuf-fixed" and uuid_field:
-                u = extract_uuid_proto(raw, uuid_field)
+            u = framing.uuid_of(raw, pointer, uuid_field)
             out.append(parse_uuid(u) if u else None)
         except (UUIDError, ValueError):
             out.append(None)
@@ -163,12 +148,12 @@ def uuid_parts(
 
 
 def metadata_columns(
-    msgs: Messages, names: list[str], framing: str, pointer: str, uuid_field: int = 0
+    msgs: Messages, names: list[str], framing: Framing, pointer: str, uuid_field: int = 0
 ) -> dict[str, pa.Array]:
     out: dict[str, pa.Array] = {}
     n = len(msgs.offsets)
     if any(k in names for k in ("uuid", "producer", "clock", "flags", "timestamp")):
-        from pyspark_gazette.message import build_uuid, clock_to_micros
+        from pyspark_gazette.message import clock_to_micros
 
         parts = uuid_parts(msgs.values, framing, pointer, uuid_field)
         out["uuid"] = pa.array([str(build_uuid(*p)) if p else None for p in parts], pa.string())
@@ -182,35 +167,3 @@ def metadata_columns(
         ts = msgs.mod_time * 1_000_000 if msgs.mod_time else None
         out["mod_time"] = pa.array([ts] * n, pa.timestamp("us", tz="UTC"))
     return {k: v for k, v in out.items() if k in names}
-
-
-class CommittedFilter:
-    """Read-committed: feeds a partition's messages through Gazette's sequencer."""
-
-    def __init__(self, journal: str, framing: str, opts: ReadOptions):
-        from pyspark_gazette.message import Sequencer
-
-        self.journal, self.framing, self.opts = journal, framing, opts
-        self.sequencer = Sequencer()
-
-    def _envelopes(self, msgs: Messages) -> list:
-        from pyspark_gazette.message import Envelope
-
-        overhead = _OVERHEAD.get(self.framing, 1)
-        parts = uuid_parts(msgs.values, self.framing, self.opts.uuid_pointer, self.opts.uuid_field)
-        out = []
-        for offset, raw, p in zip(msgs.offsets.to_pylist(), msgs.values.to_pylist(), parts, strict=True):
-            producer, clock, flags = p if p else (b"\0" * 6, 0, 0)
-            out.append(Envelope(self.journal, offset, offset + len(raw) + overhead, producer, clock, flags, raw))
-        return out
-
-    def _replay(self, journal: str, begin: int, end: int) -> Iterator:
-        from pyspark_gazette.spark.read.plan import Segment
-        from pyspark_gazette.spark.read.segments import segment_messages
-
-        for msgs in segment_messages(Segment(journal, begin, end), self.framing, self.opts):
-            yield from self._envelopes(msgs)
-
-    def filter(self, msgs: Messages) -> Messages | None:
-        committed = list(self.sequencer.sequence(self._envelopes(msgs), self._replay, include_acks=False))
-        return Messages.of_envelopes(committed, msgs.mod_time)

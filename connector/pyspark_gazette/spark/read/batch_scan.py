@@ -1,9 +1,9 @@
-"""Batch reads: ``spark.read.format("gazette")``.
+"""Batch reads: ``spark.read.format("gazette")`` (the driver side, and the reader's dispatch).
 
 The driver resolves the journals (List), takes one fragment-listing snapshot per journal and
 plans partitions (:mod:`pyspark_gazette.spark.read.plan`), packing small journals together
 (:mod:`pyspark_gazette.spark.read.pack`); executors read them
-(:mod:`pyspark_gazette.spark.read.segments`) and yield Arrow batches (:mod:`pyspark_gazette.spark.read.batches`).
+(:mod:`pyspark_gazette.spark.read.partition_reader`) and yield Arrow batches.
 
 With ``filterPushdown=true`` (and Spark's ``spark.sql.python.filterPushdown.enabled``), filters
 on ``journal`` (``=``, ``IN``, ``LIKE 'prefix%'``) choose the journals, and filters on
@@ -18,54 +18,27 @@ import dataclasses
 import datetime as _dt
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from pyspark_gazette.client import JournalClient
+from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.plan import GazettePartition
+from pyspark_gazette.spark.read import pack as pack_module
+from pyspark_gazette.spark.read.arrow_output import is_untyped
+from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
+from pyspark_gazette.spark.read.partition_reader import read_batches
+from pyspark_gazette.spark.read.plan import GazettePartition, plan
+from pyspark_gazette.spark.resolve import resolve_journals
 from pyspark_gazette.spark.surface import plain
-
-if TYPE_CHECKING:
-    from pyspark_gazette.spark.read.batches import OutputBuilder
 
 log = logging.getLogger(__name__)
 
 
-def read_batches(
-    part: GazettePartition,
-    opts: ReadOptions,
-    schema: StructType,
-    content: bytes | None = None,
-    builder: OutputBuilder | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """The record batches of one partition (shared by batch and streaming reads); ``content``:
-    a one-segment partition's bytes, prefetched (:mod:`~pyspark_gazette.spark.read.pack`);
-    ``builder``: an :class:`OutputBuilder` of ``schema`` for ``part``'s framing to reuse (building
-    one costs more than a one-message piece)."""
-    from pyspark_gazette.spark.read.batches import CommittedFilter, OutputBuilder
-    from pyspark_gazette.spark.read.segments import partition_messages
-
-    if builder is None:
-        builder = OutputBuilder(schema, opts, part.framing)
-    committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
-    for msgs in partition_messages(part, opts, content):
-        if committed is not None:
-            kept = committed.filter(msgs)
-            if kept is None:
-                continue
-            msgs = kept
-        batch = builder.build(part.journal, msgs)
-        if batch is not None and batch.num_rows:
-            yield batch
-
-
 def read_partition(part: InputPartition, opts: ReadOptions, schema: StructType) -> Iterator[pa.RecordBatch]:
     """The record batches of a one-journal or a packed partition."""
-    from pyspark_gazette.spark.read.pack import PackedPartition, read_packed
-
     if isinstance(part, PackedPartition):
         yield from read_packed(part, opts, schema)
         return
@@ -100,11 +73,6 @@ class GazetteBatchReader(DataSourceReader):
 
     @plain
     def partitions(self) -> Sequence[InputPartition]:
-        from pyspark_gazette.client import JournalClient
-        from pyspark_gazette.spark.journals import resolve_journals
-        from pyspark_gazette.spark.read.pack import pack
-        from pyspark_gazette.spark.read.plan import plan
-
         with JournalClient(self.opts.connection.client_config()) as client:
             infos = [
                 i
@@ -114,7 +82,10 @@ class GazetteBatchReader(DataSourceReader):
                 if self.pruning.keep_journal(i.name)
             ]
             parts, ranges = plan(client, infos, self.opts)
-        packed = pack(prune(parts, self.pruning), self.opts)
+        opts = self.opts
+        if opts.min_partitions is None:  # spread the bytes over the cores, like Spark's file sources
+            opts = dataclasses.replace(opts, min_partitions=pack_module.default_parallelism())
+        packed = pack(pack_module.split(prune(parts, self.pruning), opts), opts)
         log.info(
             "planned %d partitions over %d journals (%d bytes)",
             len(packed),
@@ -122,7 +93,7 @@ class GazetteBatchReader(DataSourceReader):
             sum(p.length for p in packed),
         )
         # Spark needs at least one partition; an empty one reads nothing.
-        return packed or [GazettePartition(0, "", "lines", ())]
+        return packed or [GazettePartition(0, "", LINES, ())]
 
     @plain
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -142,8 +113,6 @@ class GazettePushdownBatchReader(GazetteBatchReader):
             LessThanOrEqual,
             StringStartsWith,
         )
-
-        from pyspark_gazette.spark.read.batches import is_untyped
 
         untyped = is_untyped(self.schema, self.opts.include_metadata)
         journal_col = "journal" if untyped else "_journal"

@@ -1,4 +1,4 @@
-"""Fragment path postfix templates (broker/fragment/postfix.py)."""
+"""Fragment path postfix templates (protocol/postfix.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pyspark_gazette.broker.fragment import postfix
+from pyspark_gazette.protocol import postfix
 
 T = datetime(2019, 11, 19, 22, 5, 9, tzinfo=timezone.utc)
 VALUES = postfix.SpoolValues(journal="a/b", begin=16, end=32, first_append_time=T)

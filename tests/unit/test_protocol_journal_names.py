@@ -1,11 +1,11 @@
-"""Gazette's journal-name rules and the ``;meta`` suffix (protocol/journals.py)."""
+"""Gazette's journal-name rules and the ``;meta`` suffix (protocol/journal_names.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pyspark_gazette.errors import OptionError, SpecError
-from pyspark_gazette.protocol.journals import base_journal, split_meta, validate_journal_name
+from pyspark_gazette.protocol.journal_names import base_journal, split_meta, validate_journal_name
 from pyspark_gazette.spark.options import ReadOptions
 
 pytestmark = pytest.mark.unit

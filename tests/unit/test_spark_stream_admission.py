@@ -1,10 +1,11 @@
-"""How maxBytesPerTrigger is shared across journals (spark/stream.share_bytes)."""
+"""How maxBytesPerTrigger is shared across journals (spark/read/stream.py: share_bytes)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pyspark_gazette.message import NDJSON, PROTOBUF_FIXED
 from pyspark_gazette.spark.read.stream import share_bytes
 
 
@@ -49,8 +50,8 @@ def test_stream_partitions_depend_only_on_offsets_not_fragment_layout():
         Segment("j/x/y", 450, 800, ref(450, 800)),
         Segment("j/x/y", 800, 1000, None),
     ]
-    a = aligned_partitions("j/x/y", "ndjson", 100, 1000, before, 256, 3)
-    b = aligned_partitions("j/x/y", "ndjson", 100, 1000, after, 256, 3)
+    a = aligned_partitions("j/x/y", NDJSON, 100, 1000, before, 256, 3)
+    b = aligned_partitions("j/x/y", NDJSON, 100, 1000, after, 256, 3)
     assert [p.index for p in a] == [p.index for p in b] == [3, 4, 5, 6]
 
     def span(p):
@@ -58,4 +59,4 @@ def test_stream_partitions_depend_only_on_offsets_not_fragment_layout():
 
     assert [span(p) for p in a] == [span(p) for p in b] == [(100, 256), (256, 512), (512, 768), (768, 1000)]
     # protobuf-fixed is never split inside a journal's range.
-    assert len(aligned_partitions("j/x/y", "protobuf-fixed", 100, 1000, after, 256, 0)) == 1
+    assert len(aligned_partitions("j/x/y", PROTOBUF_FIXED, 100, 1000, after, 256, 0)) == 1

@@ -17,7 +17,7 @@ import grpc
 from pyspark_gazette.client.conn import Connections, translate_rpc_error
 from pyspark_gazette.errors import JournalNotFoundError, ProtocolError, error_for_status
 from pyspark_gazette.protocol import pb
-from pyspark_gazette.protocol.journals import base_journal
+from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.protocol.labels import to_selector
 
 #: Etcd's limit of operations in one transaction; ``apply_in_batches`` stays below it.

@@ -14,10 +14,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_gazette.message import Flags, TransactionalPublisher, build_uuid, set_uuid_at
+from pyspark_gazette.message import NDJSON, Flags, TransactionalPublisher, build_uuid, set_uuid_at
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batches import CommittedFilter
-from pyspark_gazette.spark.read.committed import CommittedStreamPartition, WindowFilter
+from pyspark_gazette.spark.read.committed import CommittedFilter, CommittedStreamPartition, WindowFilter
 from pyspark_gazette.spark.read.plan import Segment
 from pyspark_gazette.spark.read.segments import Messages
 
@@ -62,7 +61,7 @@ def messages(lines) -> Messages:
 
 def window(lines, start: int, end: int, *, cut: bool = False, begin: int = 0, opts=OPTS) -> WindowFilter:
     seg = Segment(J, begin, end)
-    return WindowFilter(CommittedStreamPartition(0, J, "ndjson", (seg,), start, cut), opts)
+    return WindowFilter(CommittedStreamPartition(0, J, NDJSON, (seg,), start, cut), opts)
 
 
 def emitted(f, lines) -> list[int]:
@@ -75,7 +74,7 @@ def emitted(f, lines) -> list[int]:
 def test_batches_cut_anywhere_emit_what_one_pass_emits_each_once(ops, cuts):
     lines = journal(ops)
     head = lines[-1][0] + len(lines[-1][1]) + 1 if lines else 0
-    whole = CommittedFilter(J, "ndjson", OPTS).filter(messages(lines)) if lines else None
+    whole = CommittedFilter(J, NDJSON, OPTS).filter(messages(lines)) if lines else None
     expected = [json.loads(v)["n"] for v in whole.values.to_pylist()] if whole is not None else []
     bounds = sorted({0, head, *(min(c, head) for c in cuts)})
     got: list[int] = []

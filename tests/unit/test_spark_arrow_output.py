@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
+from pyspark_gazette.message import LINES, NDJSON
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.batches import OutputBuilder, is_untyped
+from pyspark_gazette.spark.read.arrow_output import OutputBuilder, is_untyped
 from pyspark_gazette.spark.read.segments import Messages
 
 OPTS = ReadOptions.parse({"broker.address": "http://127.0.0.1:1", "journals": "bench/events"})
@@ -47,7 +48,7 @@ def _schema(ddl: str) -> StructType:
         ),
     ],
 )
-@pytest.mark.parametrize("framing", ["ndjson", "lines"])
+@pytest.mark.parametrize("framing", [NDJSON, LINES], ids=str)
 def test_subset_of_the_untyped_columns_reads_raw(ddl, expected, framing):
     schema = _schema(ddl)
     assert is_untyped(schema)
@@ -72,7 +73,7 @@ def test_subset_of_the_untyped_columns_reads_raw(ddl, expected, framing):
 def test_other_schemas_stay_typed(ddl):
     schema = _schema(ddl)
     assert not is_untyped(schema)
-    assert OutputBuilder(schema, OPTS, "ndjson").typed_decoder is not None
+    assert OutputBuilder(schema, OPTS, NDJSON).typed_decoder is not None
 
 
 def test_default_untyped_schemas_still_raw():
@@ -83,7 +84,7 @@ def test_default_untyped_schemas_still_raw():
             schema = untyped_schema(text, meta)
             assert is_untyped(schema, meta)
             opts = dataclasses.replace(OPTS, include_metadata=meta)
-            batch = OutputBuilder(schema, opts, "ndjson").build("a/b", _messages())
+            batch = OutputBuilder(schema, opts, NDJSON).build("a/b", _messages())
             assert batch.schema.names == schema.names
 
 
@@ -106,12 +107,12 @@ def test_timestamp_column_is_the_uuid_clock():
         None,
     ]
     opts = dataclasses.replace(OPTS, include_metadata=True)
-    got = OutputBuilder(untyped_schema(True, True), opts, "ndjson").build("a/b", msgs).to_pydict()["timestamp"]
+    got = OutputBuilder(untyped_schema(True, True), opts, NDJSON).build("a/b", msgs).to_pydict()["timestamp"]
     assert [t.astimezone(dt.timezone.utc) if t else None for t in got] == want
     typed = StructType([StructField("n", LongType()), StructField("_timestamp", TimestampType())])
-    got = OutputBuilder(typed, opts, "ndjson").build("a/b", msgs).to_pydict()
+    got = OutputBuilder(typed, opts, NDJSON).build("a/b", msgs).to_pydict()
     assert got["n"] == [0, 1, 9]
     assert [t.astimezone(dt.timezone.utc) if t else None for t in got["_timestamp"]] == want
     # Without includeMetadata a "_timestamp" column is the document's own field.
-    got = OutputBuilder(typed, OPTS, "ndjson").build("a/b", msgs).to_pydict()
+    got = OutputBuilder(typed, OPTS, NDJSON).build("a/b", msgs).to_pydict()
     assert got["_timestamp"] == [None, None, None]

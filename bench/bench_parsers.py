@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""JSON parser candidates for typed reads, one process, on bench_read's own click events.
+
+    .venv/bin/python bench/bench_parsers.py [--mib 64] [--rounds 3] [--profile]
+
+The bytes are bench_read's ndjson click events (``bench_read.make_lines``), split into message
+pieces exactly as the executor does (:class:`~pyspark_gazette.message.ArrowLineDecoder` fed
+``--piece`` MiB chunks, 1 MiB like ``segments.FEED_BYTES`` by default). Every contender turns
+the same pieces into Arrow columns of the schema, best of ``--rounds``, interleaved:
+
+* ``ours``: :class:`~pyspark_gazette.spark.read.typed.TypedDecoder` (every Spark rule);
+* ``pyarrow.json``: the bare reader, timestamps as strings and natively (``timestamp[us, UTC]``);
+* ``polars``, ``duckdb``, ``msgspec``/``orjson`` (+ ``pa.array``), ``simdjson`` where installed
+  (each without Spark's rules: the least that parser costs);
+
+for the full 8-field schema and for 2 of its fields, and ours again on larger pieces
+(``--big`` MiB). With ``--profile`` a cProfile of ours (full schema) is printed.
+Rates are MB of ndjson per CPU second of this process (``time.process_time``, all threads
+counted): on a shared, loaded machine wall time measures the neighbours, CPU time the parser;
+ratios are against ``ours`` in the same run. polars and duckdb run one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("POLARS_MAX_THREADS", "1")  # one Spark task's worker: one core
+import cProfile
+import io
+import pstats
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.json as pj  # noqa: E402
+
+from bench_read import SCHEMA, make_lines  # noqa: E402
+
+TWO = "country STRING, amount DOUBLE"
+
+
+def pieces(data: bytes, piece: int) -> list[pa.Array]:
+    from pyspark_gazette.message import ArrowLineDecoder
+
+    dec = ArrowLineDecoder(0)
+    out = []
+    for pos in range(0, len(data), piece):
+        b = dec.feed(data[pos : pos + piece])
+        if len(b):
+            out.append(b.values)
+    return out
+
+
+def joined(v: pa.Array) -> pa.Buffer:
+    from pyspark_gazette.spark.read.typed import _join_lines
+
+    return _join_lines(v)
+
+
+def spark_schema(ddl: str):
+    """A flat ``name TYPE, ...`` DDL as a StructType, without a Spark session."""
+    from pyspark.sql import types as T
+
+    kinds = {"LONG": T.LongType, "STRING": T.StringType, "DOUBLE": T.DoubleType, "TIMESTAMP": T.TimestampType}
+    return T.StructType([T.StructField(n, kinds[t]()) for n, t in (c.strip().split() for c in ddl.split(","))])
+
+
+def contenders(ddl: str) -> dict:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from pyspark_gazette.spark.read.typed import TypedDecoder
+
+    schema = spark_schema(ddl)
+    out_schema = to_arrow_schema(schema, timezone="UTC")
+    as_string = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_timestamp(f.type) else f for f in out_schema])
+    dec = TypedDecoder(schema)
+    c: dict = {}
+    c["ours"] = lambda ps: sum(dec.decode(v, {}).num_rows for v in ps)
+
+    def pj_with(s: pa.Schema):
+        opts = pj.ParseOptions(explicit_schema=s, unexpected_field_behavior="ignore")
+
+        def run(ps):
+            return sum(pj.read_json(pa.BufferReader(joined(v)), parse_options=opts).num_rows for v in ps)
+
+        return run
+
+    c["pyarrow.json ts as string"] = pj_with(as_string)
+    c["pyarrow.json ts native"] = pj_with(out_schema)
+    try:
+        import polars as pl
+
+        pl_schema = {f.name: pl.from_arrow(pa.array([], f.type)).dtype for f in out_schema}
+
+        def polars(ps):
+            return sum(pl.read_ndjson(io.BytesIO(joined(v).to_pybytes()), schema=pl_schema).height for v in ps)
+
+        c["polars read_ndjson"] = polars
+    except ImportError:
+        pass
+    try:
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute("SET threads=1")  # like one Spark task's worker
+        cols = ", ".join(
+            f"'{f.name}': '{'TIMESTAMPTZ' if pa.types.is_timestamp(f.type) else {'int64': 'BIGINT', 'double': 'DOUBLE'}.get(str(f.type), 'VARCHAR')}'"
+            for f in out_schema
+        )
+
+        def duck(ps):
+            import tempfile
+
+            n = 0
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                for v in ps:
+                    f.seek(0)
+                    f.truncate()
+                    f.write(joined(v).to_pybytes())
+                    f.flush()
+                    n += (
+                        con.execute(
+                            f"SELECT * FROM read_json('{f.name}', format='newline_delimited', columns={{{cols}}})"
+                        )
+                        .to_arrow_table()
+                        .num_rows
+                    )
+            return n
+
+        c["duckdb read_json (file)"] = duck
+    except ImportError:
+        pass
+    names = [f.name for f in out_schema]
+    for mod in ("orjson", "msgspec"):
+        try:
+            m = __import__(mod)
+        except ImportError:
+            continue
+        loads = m.loads if mod == "orjson" else m.json.Decoder().decode
+
+        def py_parse(ps, loads=loads):
+            n = 0
+            for v in ps:
+                docs = [loads(x) for x in v.to_pylist()]
+                cols = [pa.array([d.get(k) for d in docs]) for k in names]
+                n += len(cols[0])
+            return n
+
+        c[f"{mod} + pa.array (no ts)"] = py_parse
+    try:
+        import simdjson
+
+        parser = simdjson.Parser()
+
+        def simd(ps):
+            n = 0
+            for v in ps:
+                rows = []
+                for x in v.to_pylist():
+                    d = parser.parse(x)
+                    rows.append([d.get(k) for k in names])
+                    del d
+                cols = [pa.array([r[j] for r in rows]) for j in range(len(names))]
+                n += len(cols[0])
+            return n
+
+        c["simdjson (lazy) + pa.array (no ts)"] = simd
+    except ImportError:
+        pass
+    return c
+
+
+def _timed(fn) -> float:
+    t = time.process_time()
+    fn()
+    return time.process_time() - t
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mib", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--piece", type=float, default=1.0, help="MiB fed to the line splitter (default 1)")
+    p.add_argument("--big", type=float, default=8.0, help="MiB of the larger pieces (default 8)")
+    p.add_argument("--profile", action="store_true")
+    args = p.parse_args()
+    data = make_lines(args.mib << 20)
+    mb = len(data) / 1e6
+    small = pieces(data, int(args.piece * (1 << 20)))
+    big = pieces(data, int(args.big * (1 << 20)))
+    print(
+        f"{mb:.1f} MB of click events; {len(small)} pieces of ~{len(small[0])} rows ({args.piece} MiB), "
+        f"{len(big)} of ~{len(big[0])} rows ({args.big} MiB); load average {os.getloadavg()}"
+    )
+    rows = sum(len(v) for v in small)
+    cases = {}
+    for label, ddl in (("full", SCHEMA), ("2 of 8", TWO)):
+        for name, fn in contenders(ddl).items():
+            cases[f"{label}: {name}"] = (fn, small)
+            if name == "ours":
+                cases[f"{label}: ours, {args.big} MiB pieces"] = (fn, big)
+    best: dict[str, float] = {}
+    for _ in range(args.rounds):
+        for name, (fn, ps) in cases.items():
+            t = time.process_time()
+            n = fn(ps)
+            dt = time.process_time() - t
+            assert n == rows, (name, n, rows)
+            best[name] = min(best.get(name, dt), dt)
+    for label in ("full", "2 of 8"):
+        base = best[f"{label}: ours"]
+        for name, s in best.items():
+            if name.startswith(label + ":"):
+                print(f"  {name:44s} {mb / s:7.1f} MB/s   x{base / s:5.2f} vs ours")
+    print(f"  2 of 8 fields vs full, ours: x{best['full: ours'] / best['2 of 8: ours']:.2f}")
+    print(f"load average {os.getloadavg()}")
+    # MapType: a top-level map beside pyarrow's columns (now) vs every record through the
+    # per-record rules (before), on bench_read's nested events (geo read as a map).
+    from pyspark.sql import types as T
+
+    from bench_read import make_nested_lines
+    from pyspark_gazette.spark.read.typed import TypedDecoder
+
+    nested = pieces(make_nested_lines(max(4, args.mib // 4) << 20), int(args.piece * (1 << 20)))
+    nbytes = sum(v.nbytes for v in nested) / 1e6
+    map_schema = T.StructType(
+        [
+            T.StructField("event_id", T.LongType()),
+            T.StructField("user_id", T.StringType()),
+            T.StructField("amount", T.DoubleType()),
+            T.StructField("geo", T.MapType(T.StringType(), T.StringType())),
+        ]
+    )
+    dec = TypedDecoder(map_schema)
+
+    def per_record():
+        for v in nested:
+            dec._records(v, range(len(v)), [])
+
+    def with_maps():
+        for v in nested:
+            dec.decode(v, {})
+
+    t_old = min(_timed(per_record) for _ in range(args.rounds))
+    t_new = min(_timed(with_maps) for _ in range(args.rounds))
+    print(
+        f"  MapType schema ({nbytes:.0f} MB): top-level map beside pyarrow {nbytes / t_new:.1f} MB/s, "
+        f"every record per-record (before) {nbytes / t_old:.1f} MB/s: x{t_old / t_new:.2f}"
+    )
+    if args.profile:
+        from pyspark_gazette.spark.read.typed import TypedDecoder
+
+        dec = TypedDecoder(spark_schema(SCHEMA))
+        prof = cProfile.Profile()
+        prof.enable()
+        for v in small:
+            dec.decode(v, {})
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
