@@ -33,14 +33,43 @@ def test_persisted_fragments_and_live_tail(spark, broker, client, create_journal
     assert df.rdd.getNumPartitions() >= 3  # fragments coalesced up to 4 KiB, the tail apart
 
 
-def test_the_same_plan_reads_the_same_bytes(spark, broker, client, create_journal):
-    create_journal("read/snap", length=1024)
-    fill(client, broker, "read/snap", batches=2, per_batch=10)
-    df = reader(spark, broker, journals="read/snap").load()
-    first = df.count()
-    client.append("read/snap", ndjson(events(5, 1000)))
-    # A new DataFrame plans a new snapshot and sees the new rows.
-    assert reader(spark, broker, journals="read/snap").load().count() == first + 5
+def test_each_action_sees_the_journal_as_of_that_action(spark, broker, client, create_journal):
+    """The same DataFrame's count() after more appends counts them (Spark plans a DataFrame's
+    partitions once; its tail is read on to the write head when it runs), as Kafka's batch source
+    resolves latest per query."""
+    create_journal("read/fresh", length=1024)
+    expected = fill(client, broker, "read/fresh", batches=3, per_batch=10)  # persisted + live tail
+    df = reader(spark, broker, journals="read/fresh").load()
+    assert df.count() == len(expected)
+    client.append("read/fresh", ndjson(events(5, 1000)))
+    assert df.count() == len(expected) + 5
+    fill(client, broker, "read/fresh", batches=2, per_batch=7)  # rolls and persists past the plan
+    rows = df.collect()
+    assert len(rows) == len(expected) + 5 + 14
+    assert len({r.offset for r in rows}) == len(rows)  # every message once
+    # A SQL view over the same options, queried twice.
+    df.createOrReplaceTempView("read_fresh")
+    before = spark.sql("SELECT count(*) AS n FROM read_fresh").first().n
+    client.append("read/fresh", ndjson(events(2, 2000)))
+    assert spark.sql("SELECT count(*) AS n FROM read_fresh").first().n == before + 2
+
+
+def test_explicit_ending_offsets_stay_exact(spark, broker, client, create_journal):
+    create_journal("read/exact", length=1024)
+    expected = fill(client, broker, "read/exact", batches=2, per_batch=10)
+    end = expected[-1][0] + len(expected[-1][1]) + 1
+    df = reader(spark, broker, journals="read/exact", endingOffsets=json.dumps({"read/exact": end})).load()
+    assert df.count() == len(expected)
+    client.append("read/exact", ndjson(events(5, 1000)))
+    assert df.count() == len(expected)
+
+
+def test_an_empty_journal_counts_its_first_appends(spark, broker, client, create_journal):
+    create_journal("read/empty")
+    df = reader(spark, broker, journals="read/empty").load()
+    assert df.count() == 0
+    client.append("read/empty", ndjson(events(4)))
+    assert sorted(json.loads(r.value)["id"] for r in df.collect()) == [0, 1, 2, 3]
 
 
 def test_selector_chooses_journals(spark, broker, client, create_journal):
@@ -100,3 +129,27 @@ def test_registrable_by_class(spark, broker, client, create_journal):
     create_journal("read/byclass")
     client.append("read/byclass", b'{"b":2}\n')
     assert [r.value for r in reader(spark, broker).load("read/byclass").collect()] == ['{"b":2}']
+
+
+def test_timestamp_column_filters_by_message_time(spark, broker, client, create_journal):
+    """includeMetadata's timestamp is each message's UUID clock: a filter on it picks messages by
+    when they were published, which startingTimestamp (fragment persist times) cannot."""
+    import datetime as dt
+
+    from pyspark_gazette.message import build_uuid, clock_from_unix
+
+    create_journal("read/times")
+    producer = bytes.fromhex("010203040506")
+    base = 1_800_000_000
+    docs = [
+        {"_meta": {"uuid": str(build_uuid(producer, clock_from_unix(base + i * 60), 0))}, "id": i} for i in range(10)
+    ]
+    client.append("read/times", ndjson(docs))
+    df = reader(spark, broker, journals="read/times", includeMetadata="true").load()
+    assert dict(df.dtypes)["timestamp"] == "timestamp"
+    cut = dt.datetime.fromtimestamp(base + 5 * 60, dt.timezone.utc)
+    rows = df.where(df.timestamp >= cut).collect()
+    assert sorted(json.loads(r.value)["id"] for r in rows) == [5, 6, 7, 8, 9]
+    typed = reader(spark, broker, journals="read/times", includeMetadata="true").schema("id LONG, _timestamp TIMESTAMP")
+    got = {r.id: r._timestamp for r in typed.load().collect()}
+    assert got[3].replace(tzinfo=dt.timezone.utc) == dt.datetime.fromtimestamp(base + 180, dt.timezone.utc)

@@ -218,3 +218,43 @@ def test_task_retry_after_append_does_not_duplicate(broker, client, create_journ
     assert "injected failure after appending" in done.stderr
     assert len(failed) >= 3, done.stderr[-3000:]  # one first attempt per batch failed after appending
     assert multiset(journal_rows(client, "test/retry")) == multiset(expected)
+
+
+def gazette_stream(spark, broker, journal):
+    """A pass-through stream from a journal, as the user wrote it (journal, offset, value columns)."""
+    return (
+        spark.readStream.format("gazette")
+        .option("broker.address", broker.address)
+        .option("startingOffsets", "earliest")
+        .load(journal)
+    )
+
+
+@pytest.mark.both_brokers
+def test_pass_through_stream_writes_to_the_option_journal_not_its_source(
+    spark, broker, client, create_journal, tmp_path
+):
+    """readStream from clicks, writeStream with journal=checkouts: rows land in checkouts only
+    (the source's journal column used to win and append every row back to clicks)."""
+    create_journal("test/clicks")
+    create_journal("test/checkouts")
+    sent = [{"n": i} for i in range(50)]
+    client.append("test/clicks", b"".join(json.dumps(r).encode() + b"\n" for r in sent))
+    q = sink(gazette_stream(spark, broker, "test/clicks"), broker, tmp_path / "ck", "test/checkouts")
+    q.trigger(availableNow=True).start().awaitTermination()
+    assert multiset(journal_rows(client, "test/checkouts")) == multiset(sent)
+    assert multiset(journal_rows(client, "test/clicks")) == multiset(sent)  # the source is untouched
+
+
+def test_stream_into_its_own_source_is_refused(spark, broker, client, create_journal, tmp_path):
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    create_journal("test/clicks")
+    client.append("test/clicks", b'{"n": 1}\n{"n": 2}\n')
+    with pytest.raises((PySparkException, Py4JJavaError)) as e:
+        q = sink(gazette_stream(spark, broker, "test/clicks"), broker, tmp_path / "ck", "test/clicks")
+        q.trigger(availableNow=True).start().awaitTermination()
+    assert "has journal 'test/clicks', the journal this write appends to" in str(e.value)
+    assert "allowWriteToSource=true" in str(e.value)
+    assert len(journal_rows(client, "test/clicks")) == 2

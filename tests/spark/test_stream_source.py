@@ -177,3 +177,32 @@ def test_the_query_recovers_from_a_broker_restart(spark, tmp_path):
         assert ids == list(range(10))
     finally:
         broker.stop()
+
+
+def test_min_bytes_per_trigger_without_max_trigger_delay_waits(spark, broker, client, create_journal, tmp_path):
+    """minBytesPerTrigger alone: less than the minimum waiting holds the micro-batch back (the
+    default maxTriggerDelay of 15m applies) instead of failing with a TypeError ('15m' vs a float)."""
+    create_journal("st/min")
+    client.append("st/min", ndjson(events(3)))
+    df = stream(spark, broker, journals="st/min", startingOffsets="earliest", minBytesPerTrigger="1m")
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    try:
+        q = (
+            df.writeStream.format("memory")
+            .queryName("st_min")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(processingTime="50 milliseconds")
+            .start()
+        )
+        try:
+            # Wait (for termination, which a failure is) until several triggers have run.
+            for _ in range(1200):
+                if q.awaitTermination(0.1) or len(q.recentProgress) >= 3:
+                    break
+            assert q.exception() is None, q.exception()
+            assert len(q.recentProgress) >= 3
+            assert sum(p["numInputRows"] for p in q.recentProgress) == 0
+        finally:
+            q.stop()
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")

@@ -82,3 +82,52 @@ def test_offsets_checked_against_the_selectors_journals(client, clicks):
         resolve_journals(client, (), "name=errors/clicks", offsets=({"errors/clickz": 0}, "latest"))
     assert "did you mean 'errors/clicks'" in str(ei.value)
     assert resolve_journals(client, (), "name=errors/clicks", offsets=({"errors/clicks": 0}, "latest"))
+
+
+# -- errors in one line (issue 25) ---------------------------------------------------------------
+
+#: The most lines a user may see around our sentence (Spark's prefix, its worker's frame, ours).
+MAX_LINES = 10
+
+
+def our_sentence_is_last(error: BaseException, sentence: str) -> list[str]:
+    """The lines of ``str(error)`` as a user script prints it: ours is the last (before Spark's
+    ``SQLSTATE`` suffix), and there are few."""
+    import re
+
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    shown = lines[:-1] if re.fullmatch(r"\s*SQLSTATE: \w+\s*", lines[-1]) else lines
+    assert sentence in shown[-1], lines
+    assert len(lines) <= MAX_LINES, lines
+    return lines
+
+
+def test_a_planning_error_is_our_last_line(spark, broker, clicks):
+    with pytest.raises(SPARK_ERRORS) as ei:
+        spark.read.format("gazette").option("broker.address", broker.address).option("startingOffset", "earliest").load(
+            clicks
+        ).collect()
+    our_sentence_is_last(ei.value, "option 'startingoffset': unknown option (did you mean 'startingOffsets'?)")
+
+
+def test_a_task_error_is_our_last_line(spark, broker, clicks):
+    df = spark.createDataFrame([("errors/clicks", 1), (None, 2)], "journal string, n int").coalesce(1)
+    with pytest.raises(SPARK_ERRORS) as ei:
+        df.write.format("gazette").mode("append").option("broker.address", broker.address).save()
+    our_sentence_is_last(ei.value, "row 1 of partition 0 has a null journal and the journal option is not set")
+
+
+@pytest.mark.both_brokers
+def test_an_invalid_create_journals_spec_is_one_line(spark, broker, client):
+    """An invalid spec (replication 0): a one-line error naming the option, not a 62-line
+    'TransportError: Apply: gRPC UNKNOWN' chain. (The template is checked at planning by
+    Gazette's JournalSpec rules; a spec the broker still refuses is a SpecError naming the option
+    and the journal, spark/write/task.py resolve_journal.)"""
+    spec = '{"replication": 0, "fragment": {"length": 1024, "compression_codec": "NONE"}}'
+    with pytest.raises(SPARK_ERRORS) as ei:
+        spark.range(3).write.format("gazette").mode("append").option("broker.address", broker.address).option(
+            "journal", "errors/created"
+        ).option("createJournals", spec).save()
+    our_sentence_is_last(ei.value, "option 'createJournals': journal 'template/check': replication must be 1..5")
+    assert "TransportError" not in str(ei.value)
+    assert "errors/created" not in [i.name for i in client.list_journals()]

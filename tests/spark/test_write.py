@@ -93,16 +93,42 @@ def test_every_append_holds_whole_messages(spark, broker, client, create_journal
 
 
 @pytest.mark.both_brokers
-def test_column_routes_rows_and_option_fills_nulls(spark, broker, client, create_journal):
-    for name in ("test/a", "test/b", "test/default"):
+def test_column_routes_rows_without_the_option(spark, broker, client, create_journal):
+    for name in ("test/a", "test/b"):
+        create_journal(name)
+    rows = [(["test/a", "test/b"][i % 2], i) for i in range(300)]
+    writer(spark.createDataFrame(rows, "journal string, n int"), broker).save()
+    for name, want in (("test/a", 0), ("test/b", 1)):
+        got = docs(client, name)
+        assert sorted(d["n"] for d in got) == [i for i in range(300) if i % 2 == want]
+        assert all(set(d) == {"n"} for d in got)  # the journal column is not part of the document
+
+
+@pytest.mark.both_brokers
+def test_journal_option_wins_over_the_journal_column(spark, broker, client, create_journal):
+    """As the Kafka sink's topic option beats a topic column: every row goes to the option's journal."""
+    for name in ("test/a", "test/b", "test/target"):
         create_journal(name)
     rows = [(["test/a", "test/b", None][i % 3], i) for i in range(300)]
-    df = spark.createDataFrame(rows, "journal string, n int")
-    writer(df, broker, journal="test/default").save()
-    for name, want in (("test/a", 0), ("test/b", 1), ("test/default", 2)):
-        got = docs(client, name)
-        assert sorted(d["n"] for d in got) == [i for i in range(300) if i % 3 == want]
-        assert all(set(d) == {"n"} for d in got)  # the journal column is not part of the document
+    writer(spark.createDataFrame(rows, "journal string, n int"), broker, journal="test/target").save()
+    got = docs(client, "test/target")
+    assert sorted(d["n"] for d in got) == list(range(300))
+    assert all(set(d) == {"n"} for d in got)
+    assert client.read_all("test/a") == b"" and client.read_all("test/b") == b""
+
+
+def test_write_back_to_the_source_journal_is_refused(spark, broker, client, create_journal):
+    """Read a journal and append its rows (journal column included) to the same journal."""
+    create_journal("test/src")
+    client.append("test/src", b"".join(json.dumps({"n": i}).encode() + b"\n" for i in range(10)))
+    df = spark.read.format("gazette").option("broker.address", broker.address).load("test/src")
+    with pytest.raises(
+        Exception, match=r"has journal 'test/src', the journal this write appends to.*allowWriteToSource"
+    ):
+        writer(df, broker, journal="test/src").save()
+    assert len(docs(client, "test/src")) == 10  # nothing appended
+    writer(df, broker, journal="test/src", allowWriteToSource="true").save()
+    assert sorted(d["n"] for d in docs(client, "test/src")) == sorted(list(range(10)) * 2)
 
 
 def test_null_journal_without_option_names_the_row(spark, broker, create_journal):

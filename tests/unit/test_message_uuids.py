@@ -235,3 +235,14 @@ def test_extract_uuid_proto_refuses_malformed_messages(raw, why):
 
     with pytest.raises(UUIDError, match=why):
         extract_uuid_proto(raw, 1)
+
+
+def test_clock_to_micros_of_the_check_vector():
+    """The facts-sheet UUID's clock (Unix 1567304621.981273734 plus 2 ticks of 1 µs) is that time
+    in microseconds, as Spark's TimestampType holds it."""
+    from pyspark_gazette.message import clock_to_micros, get_clock
+
+    clock = get_clock("83fc2f95-cc5f-11e9-82aa-010203040506")
+    assert clock_to_micros(clock) == 1567304621_981273 + 2
+    assert clock_to_micros(clock_from_unix(0)) == 0
+    assert clock_to_micros(clock_from_unix(1_800_000_000, 5_000)) == 1_800_000_000_000_005

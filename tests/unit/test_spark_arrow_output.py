@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pyarrow as pa
@@ -81,6 +82,37 @@ def test_default_untyped_schemas_still_raw():
     for text in (True, False):
         for meta in (True, False):
             schema = untyped_schema(text, meta)
-            assert is_untyped(schema)
-            batch = OutputBuilder(schema, OPTS, NDJSON).build("a/b", _messages())
+            assert is_untyped(schema, meta)
+            opts = dataclasses.replace(OPTS, include_metadata=meta)
+            batch = OutputBuilder(schema, opts, NDJSON).build("a/b", _messages())
             assert batch.schema.names == schema.names
+
+
+def test_timestamp_column_is_the_uuid_clock():
+    """includeMetadata's ``timestamp``: each message's UUID clock as a UTC timestamp (null without
+    a UUID); typed reads name it ``_timestamp``, and only with includeMetadata."""
+    from pyspark_gazette.message import build_uuid, clock_from_unix
+    from pyspark_gazette.spark.source import untyped_schema
+
+    producer = bytes.fromhex("010203040506")
+    times = [(1_800_000_000, 123_456_000), (1_800_000_001, 0)]
+    docs = [
+        b'{"_meta": {"uuid": "%s"}, "n": %d}' % (str(build_uuid(producer, clock_from_unix(*t), 0)).encode(), i)
+        for i, t in enumerate(times)
+    ] + [b'{"n": 9}']
+    msgs = Messages(pa.array([0, 80, 160], pa.int64()), pa.array(docs, pa.binary()), 0)
+    want = [
+        dt.datetime(2027, 1, 15, 8, 0, 0, 123456, dt.timezone.utc),
+        dt.datetime(2027, 1, 15, 8, 0, 1, 0, dt.timezone.utc),
+        None,
+    ]
+    opts = dataclasses.replace(OPTS, include_metadata=True)
+    got = OutputBuilder(untyped_schema(True, True), opts, NDJSON).build("a/b", msgs).to_pydict()["timestamp"]
+    assert [t.astimezone(dt.timezone.utc) if t else None for t in got] == want
+    typed = StructType([StructField("n", LongType()), StructField("_timestamp", TimestampType())])
+    got = OutputBuilder(typed, opts, NDJSON).build("a/b", msgs).to_pydict()
+    assert got["n"] == [0, 1, 9]
+    assert [t.astimezone(dt.timezone.utc) if t else None for t in got["_timestamp"]] == want
+    # Without includeMetadata a "_timestamp" column is the document's own field.
+    got = OutputBuilder(typed, OPTS, NDJSON).build("a/b", msgs).to_pydict()
+    assert got["_timestamp"] == [None, None, None]

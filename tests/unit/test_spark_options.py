@@ -206,3 +206,93 @@ def test_a_create_journals_template_is_checked_whole_at_planning(fields, why):
     assert ei.value.option == "createJournals"
     ok = '{"fragment": {"length": 1024, "compression_codec": "NONE", "stores": ["s3://bucket/p/"]}}'
     assert WriteOptions.parse({**BASE_WRITE, "createJournals": ok}, env={}).create_journals == ok
+
+
+# -- every option at its default and at a set value (issue 25) ----------------------------------
+
+#: A value to set for each option kind when the table gives no example (and its parsed form).
+SET_VALUES = {
+    "bool": ("true", True),
+    "bytes": ("3m", 3 << 20),
+    "int": ("7", 7),
+    "timestamp": ("1767225600000", 1767225600000),
+    "duration": ("90s", 90.0),
+    "offsets": ('{"a/b/c": 5}', {"a/b/c": 5}),
+    "string": ("some-text", "some-text"),
+    "secret": ("s3cr3t", "s3cr3t"),
+}
+#: The Python type every option kind parses to.
+KIND_TYPES = {
+    "bool": bool,
+    "bytes": int,
+    "int": int,
+    "timestamp": int,
+    "duration": float,
+    "offsets": (str, dict),
+    "string": str,
+    "secret": str,
+    "enum": str,
+}
+#: Options whose set value needs more than its kind (a rule of its own).
+SPECIAL_SET = {
+    "broker.address": ("http://10.0.0.1:9000", "http://10.0.0.1:9000"),
+    "journals": ("x/y", "x/y"),
+    "selector": None,  # conflicts with journals; covered by its own tests
+    "journal": ("x/y", "x/y"),
+    "uuidPointer": ("/meta/id", "/meta/id"),
+    "maxOffsetsPerTrigger": None,  # refused whatever its value; tested above
+    "startingOffsets": ('{"a/b/c": 5}', {"a/b/c": 5}),
+    "endingOffsets": ('{"a/b/c": 9}', {"a/b/c": 9}),
+    "createJournals": ('{"fragment": {"length": 1024}}', '{"fragment": {"length": 1024}}'),
+    "transactional": ("true", True),
+    "uuidField": ("3", 3),
+}
+
+
+def _set_value(opt):
+    if opt.key in SPECIAL_SET:
+        return SPECIAL_SET[opt.key]
+    if opt.kind == "enum":
+        choice = opt.choices[-1]
+        return choice.lower(), choice  # enums match case-insensitively
+    return SET_VALUES[opt.kind]
+
+
+@pytest.mark.parametrize("opt", OPTIONS, ids=lambda o: o.key)
+def test_every_option_parses_at_its_default_and_at_a_set_value(opt):
+    for scope in sorted(opt.scopes):
+        base = BASE_WRITE if scope == WRITE else BASE_READ
+        # Default: of the option's own type, never the unparsed text of the table (an option the
+        # base sets is required, without a default).
+        at_default = None if opt.key in base else parse(base, scope, env={})[opt.key]
+        if opt.default is None:
+            assert at_default is None
+        else:
+            assert isinstance(at_default, KIND_TYPES[opt.kind]), (opt.key, at_default)
+            if isinstance(opt.default, str) and opt.kind not in ("string", "secret", "enum", "offsets"):
+                assert not isinstance(at_default, str), (opt.key, at_default)
+        # Set: the parsed value of what the user gave.
+        given = _set_value(opt)
+        if given is None:
+            continue
+        text, want = given
+        assert parse({**base, opt.key: text}, scope, env={})[opt.key] == want
+
+
+@pytest.mark.parametrize(
+    "key,field,want",
+    [
+        ("maxTriggerDelay", "max_trigger_delay", 15 * 60.0),
+        ("readCommittedLookbackBytes", "read_committed_lookback", 64 << 20),
+        ("openCostInBytes", "open_cost_bytes", 256 << 10),
+        ("watchWriteHeads", "watch_write_heads", "auto"),
+        ("maxPartitionBytes", "max_partition_bytes", 128 << 20),
+    ],
+)
+def test_read_options_carry_parsed_defaults(key, field, want):
+    """``minBytesPerTrigger`` without ``maxTriggerDelay`` used to leave the delay as the text '15m',
+    which the stream reader then compared with a float (a TypeError)."""
+    opts = ReadOptions.parse({**BASE_READ, "minBytesPerTrigger": "1m"}, streaming=True, env={})
+    assert getattr(opts, field) == want
+    assert opts.min_bytes_per_trigger == 1 << 20
+    assert opts.connection.broker_timeout == 300.0

@@ -72,8 +72,10 @@ def clock_to_unix(clock: int) -> tuple[int, int]:
 
 
 def clock_to_micros(clock: int) -> int:
-    """Microseconds since the Unix epoch of a clock (its time; the counter is ignored): the value
-    of a ``timestamp`` column such as Flow's ``flow_published_at``."""
+    """Microseconds since the Unix epoch (UTC) of a clock: the time its publisher stamped the
+    message, as Spark's ``TimestampType`` and Arrow's ``timestamp("us", "UTC")`` hold it (the
+    4-bit counter and the sub-microsecond digits are dropped). The one conversion of a message's
+    clock to a timestamp (the ``timestamp`` metadata column uses it)."""
     return ((clock >> 4) - GREGORIAN_OFFSET) // 10
 
 

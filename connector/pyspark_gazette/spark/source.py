@@ -25,7 +25,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError
 from pyspark_gazette.message import framing_by_name
-from pyspark_gazette.spark.options import OPTIONS, STREAM, ReadOptions, WriteOptions
+from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions, WriteOptions, catalog
 from pyspark_gazette.spark.read.batch_scan import (
     FlowPushdownBatchReader,
     GazetteBatchReader,
@@ -34,6 +34,7 @@ from pyspark_gazette.spark.read.batch_scan import (
 from pyspark_gazette.spark.read.flow import collection_schema
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
+from pyspark_gazette.spark.surface import plain
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
@@ -44,6 +45,7 @@ METADATA_COLUMNS = (
     ("clock", LongType()),
     ("flags", IntegerType()),
     ("mod_time", TimestampType()),
+    ("timestamp", TimestampType()),
 )
 _STREAM_ONLY = {o.key.lower() for o in OPTIONS if o.scopes == frozenset({STREAM})}
 
@@ -67,12 +69,31 @@ class GazetteDataSource(DataSource):
     def name(cls) -> str:
         return "gazette"
 
-    def _read_options(self, *, streaming: bool | None = None) -> ReadOptions:
-        if streaming is None:
-            streaming = any(k.lower() in _STREAM_ONLY for k in self.options)
-        return ReadOptions.parse(self.options, streaming=streaming)
+    def _options(self, scope: str, schema: StructType | None) -> dict[str, str]:
+        """The options of this query: a catalog table's ``OPTIONS`` when Spark passes its
+        properties (``CREATE TABLE``), else the query's over those stashed in a table's schema
+        (see :mod:`~pyspark_gazette.spark.options.catalog`)."""
+        if catalog.is_catalog(self.options):
+            return catalog.catalog_options(self.options)
+        return catalog.table_options(self.options, schema, scope)
 
+    def _read_options(self, *, streaming: bool | None = None, schema: StructType | None = None) -> ReadOptions:
+        options = self._options(STREAM if streaming else READ, schema)
+        if streaming is None:
+            streaming = any(k.lower() in _STREAM_ONLY for k in options)
+        return ReadOptions.parse(options, streaming=streaming)
+
+    @plain
     def schema(self) -> StructType:
+        schema = self._infer_schema()
+        if catalog.is_catalog(self.options):
+            # CREATE TABLE: the only time Spark shows us the table's options; keep them with it.
+            schema = catalog.stash(schema, catalog.catalog_options(self.options))
+        elif catalog.is_write_target(self.options):
+            schema = catalog.nullable(schema)  # a view for INSERT INTO v (value) ...
+        return schema
+
+    def _infer_schema(self) -> StructType:
         opts = self._read_options()
         if opts.collection:
             return _collection_schema(opts)
@@ -90,8 +111,9 @@ class GazetteDataSource(DataSource):
             text = all(f.text for f in framings)
         return untyped_schema(text, opts.include_metadata)
 
+    @plain
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = self._read_options(streaming=False)
+        opts = self._read_options(streaming=False, schema=schema)
         cls = GazettePushdownBatchReader if opts.filter_pushdown else GazetteBatchReader
         if opts.collection and opts.filter_pushdown:
             cls = FlowPushdownBatchReader
@@ -99,17 +121,19 @@ class GazetteDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         try:
-            return GazetteStreamReader(self._read_options(streaming=True), schema)
+            return GazetteStreamReader(self._read_options(streaming=True, schema=schema), schema)
         except GazetteError as e:
             # Spark's stream runner cannot report an error raised here (it then fails on its own
             # clean-up with an UnboundLocalError that hides ours): report it from the first call.
             return _FailedStreamReader(e)
 
+    @plain
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return GazetteBatchWriter(WriteOptions.parse(self.options), schema, overwrite)
+        return GazetteBatchWriter(WriteOptions.parse(self._options(WRITE, schema)), schema, overwrite)
 
+    @plain
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        return GazetteStreamWriter(stream_write_options(self.options), schema, overwrite)
+        return GazetteStreamWriter(stream_write_options(self._options(WRITE, schema)), schema, overwrite)
 
 
 def _collection_schema(opts: ReadOptions) -> StructType:

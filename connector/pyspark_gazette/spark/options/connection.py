@@ -10,8 +10,7 @@ from pyspark_gazette.client.conn import parse_address, split_addresses
 from pyspark_gazette.errors import OptionError
 from pyspark_gazette.flow.hosted import BrokerToken
 from pyspark_gazette.fragments.stores import STORES
-from pyspark_gazette.spark.options.parsing import parse_duration
-from pyspark_gazette.spark.options.table import option
+from pyspark_gazette.spark.options.parsing import DEFAULTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +78,6 @@ def connection_from(values: dict[str, Any]) -> Connection:
 
 
 def _broker_timeout(values: dict[str, Any]) -> float | None:
-    """``broker.timeout`` in seconds (its documented default when not given), None for 0 (forever)."""
-    value = values.get("broker.timeout", option("broker.timeout").default)
-    if isinstance(value, str):
-        value = parse_duration("broker.timeout", value)
+    """``broker.timeout`` in seconds (parsed, or its parsed default), None for 0 (forever)."""
+    value = values["broker.timeout"] if "broker.timeout" in values else DEFAULTS["broker.timeout"]
     return float(value) or None

@@ -156,12 +156,24 @@ def _value(opt: Option, raw: str) -> Any:
     return raw.strip()
 
 
+def _default(opt: Option) -> Any:
+    """``opt``'s default as a parsed value: a default written as text (``"15m"``, ``"latest"``)
+    goes through the option's own parser, exactly as the same text given by a user would."""
+    if isinstance(opt.default, str) and (opt.kind in _PARSERS or opt.kind == "enum"):
+        return _value(opt, opt.default)
+    return opt.default
+
+
+#: Every option's parsed default, computed once (a default its parser refuses fails the import).
+DEFAULTS: dict[str, Any] = {o.key: _default(o) for o in OPTIONS}
+
 #: Each option's canonical spelling by its lower-cased key (for the options file's messages).
 _SPELLINGS = {k: o.key for k, o in BY_KEY.items()}
 
 
 def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Validate ``options`` for ``scope`` and return ``{canonical key: typed value}`` with defaults.
+    """Validate ``options`` for ``scope`` and return ``{canonical key: typed value}`` for every option
+    of the scope, a missing one at its parsed default (:data:`DEFAULTS`).
 
     Raises :class:`OptionError` for unknown keys, keys of another scope, and bad values.
     """
@@ -200,7 +212,7 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
             from_file = in_file[opt.key.lower()]
             raw = from_file.value
         if raw is None:
-            out[opt.key] = opt.default
+            out[opt.key] = DEFAULTS[opt.key]
             continue
         try:
             out[opt.key] = _value(opt, str(raw))

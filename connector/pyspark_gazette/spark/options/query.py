@@ -11,8 +11,8 @@ from pyspark_gazette.protocol.journal_names import base_journal, validate_journa
 from pyspark_gazette.protocol.labels import parse_selector
 from pyspark_gazette.spark.options.connection import Connection, connection_from
 from pyspark_gazette.spark.options.flow import collection_values, with_hosted
-from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, parse
-from pyspark_gazette.spark.options.table import READ, STREAM, WRITE, option
+from pyspark_gazette.spark.options.parsing import DEFAULTS, check_offsets_name_read_journals, parse
+from pyspark_gazette.spark.options.table import READ, STREAM, WRITE
 from pyspark_gazette.spark.options.templates import spec_template
 
 
@@ -90,7 +90,7 @@ class ReadOptions:
         if start_ts is not None and end_ts is not None and end_ts < start_ts:
             raise OptionError("endingTimestamp", f"{end_ts} is before startingTimestamp {start_ts}")
         starting = v.get("startingOffsets")
-        ending = v.get("endingOffsets", "latest")
+        ending = v.get("endingOffsets", DEFAULTS["endingOffsets"])
         if ending == "earliest":
             raise OptionError(
                 "endingOffsets", "must be latest or a JSON object of offsets (earliest would read nothing)"
@@ -129,16 +129,16 @@ class ReadOptions:
             filter_pushdown=bool(v.get("filterPushdown")),
             max_bytes_per_trigger=max_bytes,
             min_bytes_per_trigger=v.get("minBytesPerTrigger"),
-            max_trigger_delay=v.get("maxTriggerDelay") or 900.0,
-            read_committed_lookback=v.get("readCommittedLookbackBytes") or option("readCommittedLookbackBytes").default,
-            open_cost_bytes=v.get("openCostInBytes") or option("openCostInBytes").default,
+            max_trigger_delay=v.get("maxTriggerDelay", DEFAULTS["maxTriggerDelay"]),
+            read_committed_lookback=v.get("readCommittedLookbackBytes", DEFAULTS["readCommittedLookbackBytes"]),
+            open_cost_bytes=v.get("openCostInBytes", DEFAULTS["openCostInBytes"]),
             min_partitions=_min_partitions(v.get("minPartitions")),
             uuid_field=v["uuidField"],
-            watch_write_heads=v.get("watchWriteHeads") or "auto",
+            watch_write_heads=v.get("watchWriteHeads", DEFAULTS["watchWriteHeads"]),
             collection=v.get("collection"),
             control_documents=bool(v.get("collection.controlDocuments")),
             infer_schema=bool(v.get("inferSchema")),
-            sampling_bytes=v.get("samplingBytes") or option("samplingBytes").default,
+            sampling_bytes=v.get("samplingBytes", DEFAULTS["samplingBytes"]),
         )
 
 
@@ -168,6 +168,7 @@ class WriteOptions:
     uuid_pointer: str
     create_journals: str | None
     max_batch_bytes: int
+    allow_write_to_source: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, env: Mapping[str, str] | None = None) -> WriteOptions:
@@ -189,4 +190,5 @@ class WriteOptions:
             uuid_pointer=v["uuidPointer"],
             create_journals=v.get("createJournals"),
             max_batch_bytes=v["maxBatchBytes"],
+            allow_write_to_source=v["allowWriteToSource"],
         )

@@ -164,9 +164,25 @@ OPTIONS: tuple[Option, ...] = (
         "journal",
         "string",
         None,
-        "Journal to write to, unless the DataFrame has a `journal` column (which then wins row by row).",
+        "Journal to write every row to. It wins over a `journal` column (as the `topic` option of "
+        "Spark's Kafka sink wins over a `topic` column): the column then routes nothing and is not "
+        "written. Without this option (or a `save()` path) a `journal` column routes each row. A write "
+        "whose rows' `journal` (or `_journal`) column names this journal is refused unless "
+        "`allowWriteToSource` is true: such rows were read from the journal they would be appended to.",
         scopes=frozenset({WRITE}),
         example="quickstart/clicks",
+    ),
+    Option(
+        "allowWriteToSource",
+        "bool",
+        False,
+        "Allow appending rows to the journal they were read from. With the `journal` option set, a "
+        "write task fails before appending a batch in which a row's `journal` (or `_journal`) column "
+        "names the target journal: a stream would otherwise read back what it wrote, forever. That "
+        "column is the only evidence a sink has of what its query reads (Spark tells a Python sink "
+        "nothing about the query's sources), so a source journal whose name was dropped or renamed "
+        "before the write is not detected. `true` turns the check off.",
+        scopes=frozenset({WRITE}),
     ),
     # -- bounds ------------------------------------------------------------------------------
     Option(
@@ -196,7 +212,10 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "Start at the first fragment persisted at or after this time "
         "(milliseconds since the epoch, compared with fragment modification times). Takes precedence "
-        "over `startingOffsets`.",
+        "over `startingOffsets`. This is not a per-message time as in Kafka: a fragment is persisted "
+        "when it is closed (its `fragment.flush_interval` or length), so it holds messages published "
+        "earlier, and bounds fall on whole fragments. For message times use the `timestamp` column "
+        "of `includeMetadata` (the message UUID's clock) in a filter.",
         scopes=READS,
         example="1767225600000",
     ),
@@ -258,8 +277,16 @@ OPTIONS: tuple[Option, ...] = (
         "bool",
         False,
         "Add message metadata columns (`uuid`, `producer`, `clock`, "
-        "`flags` from Gazette message UUIDs, and the fragment's `mod_time`). With a user schema, name them "
-        "`_uuid`, `_producer`, `_clock`, `_flags`, `_mod_time`, `_journal`, `_offset` instead.",
+        "`flags` from Gazette message UUIDs, the fragment's `mod_time`, and `timestamp`). With a user "
+        "schema, name them `_uuid`, `_producer`, `_clock`, `_flags`, `_mod_time`, `_timestamp`, `_journal`, "
+        "`_offset` instead (`_uuid` ... `_offset` are filled in a user schema even without this option; "
+        "`_timestamp` only with it, so a document field of that name stays a field otherwise). "
+        "`timestamp` is the per-message time, like a Kafka record's timestamp: the "
+        "clock of the message's UUID as a Spark timestamp (microseconds, UTC), the time its publisher "
+        "stamped it; null for a message without a UUID. `mod_time` is when the fragment holding the "
+        "message was persisted (seconds; null while unpersisted), shared by every message of the "
+        "fragment, and is what `startingTimestamp`/`endingTimestamp` compare with; filter on "
+        "`timestamp` for message times.",
         scopes=READS,
     ),
     Option(

@@ -1,7 +1,8 @@
 """Arrow batches in the query's schema, from decoded messages (executor side).
 
 Untyped reads (no user schema) produce ``journal``, ``offset``, ``value`` and, with
-``includeMetadata``, ``uuid``, ``producer``, ``clock``, ``flags`` and ``mod_time``. Typed reads
+``includeMetadata``, ``uuid``, ``producer``, ``clock``, ``flags``, ``mod_time`` and ``timestamp``
+(the UUID clock as a time: when the message's publisher stamped it). Typed reads
 (a user schema, ndjson framing) parse each document into the schema's columns
 (:class:`~pyspark_gazette.spark.read.typed.TypedDecoder`); their metadata columns are the same names
 with a leading underscore (``_journal``, ``_offset``, ``_uuid``, ...), filled from the message,
@@ -25,7 +26,7 @@ from pyspark_gazette.spark.read.segments import Messages
 from pyspark_gazette.spark.read.typed import TypedDecoder
 
 UNTYPED = ("journal", "offset", "value")
-METADATA = ("uuid", "producer", "clock", "flags", "mod_time")
+METADATA = ("uuid", "producer", "clock", "flags", "mod_time", "timestamp")
 
 
 #: Spark types each untyped column may have in a user schema for the read to stay raw.
@@ -38,15 +39,25 @@ _RAW_TYPES: dict[str, tuple[type, ...]] = {
     "clock": (LongType,),
     "flags": (IntegerType,),
     "mod_time": (TimestampType,),
+    "timestamp": (TimestampType,),
 }
 
 
-def is_untyped(schema: StructType) -> bool:
+#: Metadata columns that are only metadata with ``includeMetadata`` (added after users' documents
+#: may already have had a field of that name, which a schema without the option still parses).
+OPT_IN = frozenset({"timestamp"})
+
+
+def is_untyped(schema: StructType, include_metadata: bool = False) -> bool:
     """True when every column is an untyped column (``journal``, ``offset``, ``value`` or a
     metadata column) of its untyped type, in any order and any subset: such a schema (the
     default one, or a user's ``value STRING``, ``offset LONG, value BINARY``, ...) reads raw,
-    without JSON parsing, and yields only its columns."""
-    return bool(schema.fields) and all(isinstance(f.dataType, _RAW_TYPES.get(f.name, ())) for f in schema.fields)
+    without JSON parsing, and yields only its columns. ``timestamp`` counts only with
+    ``include_metadata``."""
+    return bool(schema.fields) and all(
+        isinstance(f.dataType, _RAW_TYPES.get(f.name, ())) and (include_metadata or f.name not in OPT_IN)
+        for f in schema.fields
+    )
 
 
 class OutputBuilder:
@@ -68,7 +79,7 @@ class OutputBuilder:
         self.opts = opts
         self.framing = framing
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
-        self.untyped = is_untyped(schema)
+        self.untyped = is_untyped(schema, opts.include_metadata)
         if self.untyped:
             self.metadata = [n for n in schema.names if n in METADATA]
             value = self.arrow_schema.field("value").type if "value" in schema.names else pa.binary()
@@ -79,7 +90,11 @@ class OutputBuilder:
                 raise OptionError(
                     "schema", f"a user schema needs {document_framings()} framing; this journal's framing is {framing}"
                 )
-            reserved = {f"_{k}": k for k in ("journal", "offset", *METADATA) if f"_{k}" in schema.names}
+            reserved = {
+                f"_{k}": k
+                for k in ("journal", "offset", *METADATA)
+                if f"_{k}" in schema.names and (opts.include_metadata or k not in OPT_IN)
+            }
             self.metadata = [k for k in reserved.values() if k in METADATA]
             self.reserved = reserved
             self.typed_decoder = TypedDecoder(
@@ -146,12 +161,17 @@ def metadata_columns(
 ) -> dict[str, pa.Array]:
     out: dict[str, pa.Array] = {}
     n = len(msgs.offsets)
-    if any(k in names for k in ("uuid", "producer", "clock", "flags")):
+    if any(k in names for k in ("uuid", "producer", "clock", "flags", "timestamp")):
+        from pyspark_gazette.message import clock_to_micros
+
         parts = uuid_parts(msgs.values, framing, pointer, uuid_field)
         out["uuid"] = pa.array([str(build_uuid(*p)) if p else None for p in parts], pa.string())
         out["producer"] = pa.array([p[0].hex() if p else None for p in parts], pa.string())
         out["clock"] = pa.array([p[1] if p else None for p in parts], pa.int64())
         out["flags"] = pa.array([p[2] if p else None for p in parts], pa.int32())
+        out["timestamp"] = pa.array(
+            [clock_to_micros(p[1]) if p and p[1] else None for p in parts], pa.timestamp("us", tz="UTC")
+        )
     if "mod_time" in names:
         ts = msgs.mod_time * 1_000_000 if msgs.mod_time else None
         out["mod_time"] = pa.array([ts] * n, pa.timestamp("us", tz="UTC"))

@@ -34,6 +34,7 @@ from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
 from pyspark_gazette.spark.read.partition_reader import read_batches
 from pyspark_gazette.spark.read.plan import GazettePartition, plan
 from pyspark_gazette.spark.resolve import resolve_journals
+from pyspark_gazette.spark.surface import plain
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class GazetteBatchReader(DataSourceReader):
         self.schema = schema
         self.pruning = Pruning()
 
+    @plain
     def partitions(self) -> Sequence[InputPartition]:
         with JournalClient(self.opts.connection.client_config()) as client:
             infos = [
@@ -95,6 +97,7 @@ class GazetteBatchReader(DataSourceReader):
         # Spark needs at least one partition; an empty one reads nothing.
         return packed or [GazettePartition(0, "", LINES, ())]
 
+    @plain
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(partition, self.opts, self.schema)
 
@@ -113,7 +116,7 @@ class GazettePushdownBatchReader(GazetteBatchReader):
             StringStartsWith,
         )
 
-        untyped = is_untyped(self.schema)
+        untyped = is_untyped(self.schema, self.opts.include_metadata)
         journal_col = "journal" if untyped else "_journal"
         offset_col = "offset" if untyped else "_offset"
         mod_col = "mod_time" if untyped else "_mod_time"
@@ -175,7 +178,7 @@ def prune(parts: list[GazettePartition], p: Pruning) -> list[GazettePartition]:
         segs = tuple(
             s
             for s in part.segments
-            if (p.offset_min is None or s.end > p.offset_min)
+            if (p.offset_min is None or s.end > p.offset_min or s.tail)
             and (p.offset_max is None or s.begin <= p.offset_max)
             and (p.mod_time_min is None or (s.mod_time and s.mod_time >= p.mod_time_min))
             and (p.mod_time_max is None or (s.mod_time and s.mod_time <= p.mod_time_max))

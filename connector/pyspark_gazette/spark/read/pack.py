@@ -245,6 +245,7 @@ def _prefetchable(member: GazettePartition) -> bool:
     return (
         len(member.segments) == 1
         and member.segments[0].fragment is None
+        and not member.segments[0].tail  # read on to the write head when read, not prefetched
         and member.framing.newline_split
         and 0 < member.length <= PREFETCH_BYTES
     )

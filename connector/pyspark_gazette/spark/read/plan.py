@@ -20,8 +20,15 @@ journal, and the range is cut into :class:`Segment` s along fragment boundaries:
 
 The fragment listings of many journals are fetched concurrently (:data:`PLAN_WINDOW` in flight).
 
-The snapshot makes a read repeatable: the partitions name exact byte ranges, so running the same
-plan again reads the same bytes even while the journal grows.
+The snapshot fixes a read's start and every planned byte range. Spark plans a DataFrame's
+partitions once and reuses them for every action on it, so a journal whose end is ``latest``
+(``endingOffsets`` unset or -1, no ``endingTimestamp``) also gets a *tail*: its last segment is
+marked :attr:`Segment.tail` (a zero-length broker segment at the planned end when the range ends
+on a persisted fragment or is empty) and is read on to the write head **at the time it is
+read**. Each action (``count()``, ``show()``, a query of a SQL view) therefore sees what was
+appended until it ran, as Spark's Kafka source resolves ``latest`` per query. Explicit ending
+offsets and ``endingTimestamp`` stay exact and repeatable. Journals created after planning (a
+selector) are not added: that needs a new DataFrame.
 
 Message boundaries: appends never split a message, so fragment boundaries and write heads are
 message boundaries. A range start inside a message (an explicit offset, or a tail split) is
@@ -74,6 +81,10 @@ class Segment:
     mod_time: int = 0
     #: The broker to read a broker segment through first (the primary at planning; '' = any).
     endpoint: str = ""
+    #: The range's end was the write head at planning (``endingOffsets=latest``): reading goes on
+    #: to the journal's write head when the segment is read, so each Spark action over the same
+    #: DataFrame sees what is appended until it runs (Spark plans a DataFrame's partitions once).
+    tail: bool = False
 
     @property
     def length(self) -> int:
@@ -323,7 +334,7 @@ def merge_broker_runs(segs: Sequence[Segment]) -> list[Segment]:
             and prev.end == seg.begin
             and prev.mod_time == seg.mod_time
         ):
-            out[-1] = dataclasses.replace(prev, end=seg.end)
+            out[-1] = dataclasses.replace(prev, end=seg.end, tail=seg.tail)
         else:
             out.append(seg)
     return out
@@ -337,7 +348,13 @@ def _split_tail(seg: Segment, limit: int, framing: Framing) -> list[Segment]:
     while pos < seg.end:
         nxt = min(pos + limit, seg.end)
         pieces.append(
-            dataclasses.replace(seg, begin=pos, end=nxt, boundary=seg.boundary if pos == seg.begin else False)
+            dataclasses.replace(
+                seg,
+                begin=pos,
+                end=nxt,
+                boundary=seg.boundary if pos == seg.begin else False,
+                tail=seg.tail and nxt == seg.end,
+            )
         )
         pos = nxt
     return pieces
@@ -359,5 +376,23 @@ def plan(
             start = snap.earliest
         ranges[snap.name] = (start, end)
         segs = segments(snap, start, end, opts, lost=lost)
+        if open_ended(snap.name, opts):
+            segs = with_tail(snap.name, segs, end)
         parts.extend(partition(snap, segs, opts, len(parts)))
     return parts, ranges
+
+
+def open_ended(journal: str, opts: ReadOptions) -> bool:
+    """Whether a batch read of ``journal`` ends at ``latest`` (read on to the write head when read)."""
+    if opts.ending_timestamp is not None:
+        return False
+    ending = opts.ending_offsets
+    return ending == "latest" if not isinstance(ending, dict) else ending.get(journal, -1) == -1
+
+
+def with_tail(journal: str, segs: list[Segment], end: int) -> list[Segment]:
+    """``segs`` with the last one marked :attr:`Segment.tail` when the broker reads it up to
+    ``end``, else followed by a zero-length tail segment at ``end``."""
+    if segs and segs[-1].fragment is None and segs[-1].end == end:
+        return [*segs[:-1], dataclasses.replace(segs[-1], tail=True)]
+    return [*segs, Segment(journal, end, end, tail=True)]

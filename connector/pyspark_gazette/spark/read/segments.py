@@ -19,6 +19,7 @@ with a warning and counted in :data:`LOSS_COUNTER`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterator
@@ -214,6 +215,10 @@ def segment_messages(
     ``content``: the segment's bytes from :func:`read_from` to ``end``, already fetched (a packed
     partition's prefetch), read instead of the store or the broker.
     """
+    if seg.tail and content is None:
+        seg = _to_write_head(seg, opts)
+        if seg.length <= 0:
+            return
     start = read_from(seg, framing)
     skip = start < seg.begin
     OPEN_COUNTER.add(seg.fragment is not None)
@@ -240,6 +245,14 @@ def segment_messages(
         close = getattr(source, "close", None)
         if close is not None:
             close()
+
+
+def _to_write_head(seg: Segment, opts: ReadOptions) -> Segment:
+    """A tail segment extended to the journal's write head now (never shortened)."""
+    from pyspark_gazette.client.heads import write_head
+
+    head = write_head(connections(opts), seg.journal)
+    return dataclasses.replace(seg, end=max(seg.end, head), tail=False)
 
 
 def _skip_partial(chunks: Iterator[bytes], pos: int) -> tuple[int, bytes | None]:

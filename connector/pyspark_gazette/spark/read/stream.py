@@ -83,6 +83,7 @@ from pyspark_gazette.spark.read.plan import (
     take_snapshot,
 )
 from pyspark_gazette.spark.resolve import resolve_journals
+from pyspark_gazette.spark.surface import plain
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -249,6 +250,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- DataSourceStreamReader ---------------------------------------------------------------
 
+    @plain
     def initialOffset(self) -> dict:
         client = self._client()
         infos = {info.name: info for info in self._journals(client)}
@@ -273,6 +275,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._heads(self._client(), fresh=True)
 
+    @plain
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         return self._through_outages(lambda: self._latest_offset(start, limit))
 
@@ -335,6 +338,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict | None:
         return dict(self._latest) if self._latest is not None else None
 
+    @plain
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         return self._through_outages(lambda: self._partitions(start, end))
 
@@ -419,6 +423,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise DataLoss(text + "; set failOnDataLoss=false to skip them")
         log.warning("%s; skipped (failOnDataLoss=false)", text)
 
+    @plain
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if self.opts.read_committed:
             assert isinstance(partition, CommittedStreamPartition)
@@ -426,6 +431,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         yield from read_partition(partition, self.opts, self.schema)
 
+    @plain
     def commit(self, end: dict) -> None:
         pass
 

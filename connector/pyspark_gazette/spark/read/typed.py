@@ -93,7 +93,7 @@ from pyspark.sql.types import (
 from pyspark_gazette.errors import MessageDecodeError, OptionError
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
-RESERVED_KINDS = frozenset({"journal", "offset", "uuid", "producer", "clock", "flags", "mod_time"})
+RESERVED_KINDS = frozenset({"journal", "offset", "uuid", "producer", "clock", "flags", "mod_time", "timestamp"})
 # A failing range is re-parsed in up to _FANOUT parts (fewer, larger re-parses than halving:
 # a pyarrow call costs about as much as 50 records converted in Python); ranges of _LEAF
 # records or fewer are converted record by record.

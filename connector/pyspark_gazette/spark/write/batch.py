@@ -1,7 +1,11 @@
 """Batch writes: ``df.write.format("gazette").mode("append").save()``.
 
-Which journal: the ``journal`` column row by row, else the ``journal`` option (or the
-``save()`` path). What is written:
+Which journal: the ``journal`` option (or the ``save()`` path), else the ``journal`` column row
+by row. With the option, a ``journal`` column routes nothing and is not written (as Spark's Kafka
+sink treats a ``topic`` column when its ``topic`` option is set); a row whose ``journal`` or
+``_journal`` column names the target journal fails the task before its batch is appended, unless
+``allowWriteToSource`` is true (the rows were read from the journal they would be appended to:
+a stream would read back its own output forever). What is written:
 
 * a ``value`` column (string or binary) is written as it is, one message per row, framed for
   the journal: a newline-terminated line for ndjson, lines and csv (a value containing a
@@ -55,6 +59,7 @@ from pyspark_gazette.errors import GazetteError, OptionError
 from pyspark_gazette.message import TICK, Flags, build_uuid
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.resolve import framing_of
+from pyspark_gazette.spark.surface import plain
 from pyspark_gazette.spark.write.task import WritePlan, WriteTask, check_framing, pointer_prefix, resolve_journal
 
 log = logging.getLogger(__name__)
@@ -87,7 +92,7 @@ class GazetteBatchWriter(DataSourceArrowWriter):
         by_name = {f.name.lower(): f for f in schema.fields}
         journal_field = by_name.get("journal")
         value_field = by_name.get("value")
-        if journal_field is not None and not isinstance(journal_field.dataType, StringType):
+        if journal_field is not None and not options.journal and not isinstance(journal_field.dataType, StringType):
             raise GazetteError(f"the journal column must be a string, not {journal_field.dataType.simpleString()}")
         if value_field is not None and not isinstance(value_field.dataType, (StringType, BinaryType)):
             raise GazetteError(f"the value column must be string or binary, not {value_field.dataType.simpleString()}")
@@ -105,9 +110,21 @@ class GazetteBatchWriter(DataSourceArrowWriter):
                         "uuidPointer",
                         f"{options.uuid_pointer!r} would replace column {clash[0]!r}; drop or rename the column",
                     )
+        # With the journal option, the rows' journal names only say where they came from: a row
+        # naming the target journal was read from it (checked in the task, before appending).
+        source_columns = (
+            tuple(
+                f.name
+                for f in schema.fields
+                if f.name.lower() in ("journal", "_journal") and isinstance(f.dataType, StringType)
+            )
+            if options.journal and not options.allow_write_to_source
+            else ()
+        )
         plan = WritePlan(
             options=options,
-            journal_column=journal_field.name if journal_field is not None else None,
+            journal_column=journal_field.name if journal_field is not None and not options.journal else None,
+            source_columns=source_columns,
             value_column=value_field.name if value_field is not None else None,
             json_columns=json_columns if value_field is None else (),
         )
@@ -126,6 +143,7 @@ class GazetteBatchWriter(DataSourceArrowWriter):
 
     # -- executors -------------------------------------------------------------------------
 
+    @plain
     def write(self, iterator):  # type: ignore[no-untyped-def]  # Iterator[pa.RecordBatch]
         from pyspark import TaskContext
 
@@ -138,6 +156,7 @@ class GazetteBatchWriter(DataSourceArrowWriter):
 
     # -- driver ----------------------------------------------------------------------------
 
+    @plain
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         done = [m for m in messages if isinstance(m, GazetteCommitMessage)]
         rows = sum(m.rows for m in done)

@@ -50,6 +50,7 @@ from pyspark_gazette.errors import GazetteError, OptionError, RegisterMismatchEr
 from pyspark_gazette.protocol import label_set, pb
 from pyspark_gazette.protocol.labels import LabelError, validate_label
 from pyspark_gazette.spark.options import WriteOptions
+from pyspark_gazette.spark.surface import plain
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.encode import Framed
 from pyspark_gazette.spark.write.task import FAIL_ENV, WritePlan, WriteTask
@@ -211,6 +212,7 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
 
     # -- executors -------------------------------------------------------------------------
 
+    @plain
     def write(self, iterator):  # type: ignore[no-untyped-def]  # Iterator[pa.RecordBatch]
         from pyspark import TaskContext
 
@@ -230,6 +232,7 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
 
     # -- driver ----------------------------------------------------------------------------
 
+    @plain
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
         testing_hold("commit-start", batchId)
         done = [m for m in messages if isinstance(m, StreamCommitMessage)]

@@ -2,7 +2,7 @@
 
 Runs in a Python worker on an executor, once per task attempt (see
 :class:`~pyspark_gazette.spark.write.batch.GazetteBatchWriter` for the write semantics). Arrow
-batches come in; each batch is split by journal (the ``journal`` column, else the option),
+batches come in; each batch is split by journal (the ``journal`` option, else the column),
 encoded with :mod:`pyspark_gazette.spark.write.encode` and written to the journal's
 :class:`~pyspark_gazette.client.AppendService` chain in pieces of whole messages. The service
 batches the pieces into Append RPCs of about ``maxBatchBytes`` and pipelines them (the next
@@ -29,6 +29,7 @@ from pyspark_gazette.errors import (
     FramingError,
     GazetteError,
     JournalNotFoundError,
+    SpecError,
     TransportError,
 )
 from pyspark_gazette.message import (
@@ -61,6 +62,9 @@ class WritePlan:
     json_columns: tuple[str, ...]
     #: Framing of journals resolved at planning (the ``journal`` option's).
     framings: tuple[tuple[str, Framing], ...] = ()
+    #: String columns naming the journal a row was read from (``journal``, ``_journal``), checked
+    #: against the ``journal`` option unless ``allowWriteToSource``.
+    source_columns: tuple[str, ...] = ()
 
 
 def resolve_journal(client: JournalClient, journal: str, options: WriteOptions) -> JournalInfo:
@@ -84,6 +88,14 @@ def resolve_journal(client: JournalClient, journal: str, options: WriteOptions) 
         log.info("created journal %s", journal)
     except EtcdTransactionFailedError:
         log.info("journal %s was created concurrently", journal)
+    except TransportError as e:
+        # Brokers refuse an invalid spec with gRPC UNKNOWN (Gazette) or INVALID_ARGUMENT and
+        # the validation error as details: that is the spec's fault, not the transport's.
+        if type(e) is not TransportError or e.code not in ("UNKNOWN", "INVALID_ARGUMENT") or not e.details:
+            raise
+        raise SpecError(
+            f"option 'createJournals': the broker refused the spec of journal {journal!r}: {e.details}"
+        ) from None
     return client.get_journal(journal)
 
 
@@ -161,11 +173,10 @@ class WriteTask:
             return
         base = self.rows
         if self.plan.journal_column is None:
+            self._check_source(batch, base)
             self._write(str(self.opts.journal), batch, base, None)
         else:
             col = batch.column(self.plan.journal_column)
-            if self.opts.journal and col.null_count:
-                col = col.fill_null(self.opts.journal)
             if col.null_count:
                 i = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
                 raise GazetteError(f"{self.where(base + i)} has a null journal and the journal option is not set")
@@ -178,6 +189,19 @@ class WriteTask:
                     idx = np.flatnonzero(codes == k)
                     self._write(name, batch.take(pa.array(idx)), base, idx)
         self.rows += n
+
+    def _check_source(self, batch: pa.RecordBatch, base: int) -> None:
+        """Refuse rows read from the target journal (see ``allowWriteToSource``)."""
+        target = str(self.opts.journal)
+        for name in self.plan.source_columns:
+            hits = pc.equal(batch.column(name), target)
+            if pc.any(hits).as_py():
+                i = int(np.flatnonzero(hits.fill_null(False).to_numpy(zero_copy_only=False))[0])
+                raise GazetteError(
+                    f"{self.where(base + i)} has {name} {target!r}, the journal this write appends to: "
+                    f"the rows were read from it, so the query would write into its own source; "
+                    f"write to another journal, or set allowWriteToSource=true if this is intended"
+                )
 
     def _framing(self, journal: str) -> Framing:
         framing = self.framings.get(journal)

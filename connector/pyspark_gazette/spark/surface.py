@@ -1,0 +1,47 @@
+"""How the connector's errors reach a user through Spark.
+
+Spark shows an error raised in a Python data source as the Python traceback text its worker
+formats (``[PYTHON_DATA_SOURCE_ERROR] ... Traceback ... SQLSTATE: 38000`` on the driver, ``An
+exception was thrown from the Python worker ... Traceback ...`` from a task). pyspark (4.2, 4.3)
+gives a Python data source no error-class hook of its own: the worker formats whatever is raised.
+So the connector keeps that text short: :func:`plain` re-raises a
+:class:`~pyspark_gazette.errors.GazetteError` at the entry point Spark called, without the
+frames below it and without its chained causes (their text is already in our message), so our
+sentence is the last line of the Python part, right before Spark's ``SQLSTATE`` suffix.
+Anything else (a bug) keeps its whole traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pyspark_gazette.errors import GazetteError
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def plain(fn: _F) -> _F:
+    """``fn`` (a function or a generator function) raising our errors without their frames below
+    it or their causes."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def gen(*args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from fn(*args, **kwargs)
+            except GazetteError as e:
+                raise e.with_traceback(None) from None
+
+        return gen  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except GazetteError as e:
+            raise e.with_traceback(None) from None
+
+    return call  # type: ignore[return-value]
