@@ -88,9 +88,10 @@ def hold_rpc(core: Any, what: str, journal: str) -> None:
             core.changed.wait(1.0)
 
 
-#: Folder of the settle hook's files (a fixed place: planning runs in Spark's Python workers,
-#: which neither share the test's memory nor see environment variables set after Spark started).
-SETTLE_DIR = os.path.join(tempfile.gettempdir(), "pyspark-gazette-testing-settle")
+#: Folder of the settle and read-hold hooks' files (a fixed place: planning and reads run in
+#: Spark's Python workers, which neither share the test's memory nor see environment variables set
+#: after Spark started; the cluster tier's workers have a TMPDIR of their own, so not gettempdir()).
+SETTLE_DIR = os.path.join("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir(), "pyspark-gazette-testing-settle")
 
 
 def _settle_name(journal: str) -> str:

@@ -184,6 +184,17 @@ class EmbeddedBroker:
             raise RuntimeError("the broker is not started")
         self.core.refresh(journal)
 
+    def roll(self, journal: str) -> None:
+        """Roll a journal's open spool now, so everything written so far is in rolled fragments
+        that the persister takes (the quickstart: nothing is left for a flush-interval boundary
+        to persist between its listing and Spark's)."""
+        if self.core is None:
+            raise RuntimeError("the broker is not started")
+        j = self.core.journal(journal)
+        if j is None:
+            raise KeyError(journal)
+        j.roll_for_shutdown()
+
     def wait_persisted(self, timeout: float = 30.0) -> bool:
         """Wait until every rolled spool has been persisted (or ``timeout`` passed)."""
         if self.core is None:

@@ -6,8 +6,8 @@ Seven steps, each timed, each checked, on one machine:
 2. start an embedded broker with a local ``file://`` fragment store and create the journals of
    the packaged ``quickstart.yaml`` (``pyspark_gazette/resources``; ``--specs FILE`` for your own);
 3. write ``--rows`` generated click events with ``df.write.format("gazette")``;
-4. wait until every rolled fragment is persisted and the broker's index lists the store, so
-   the next read takes those fragments straight from the files;
+4. roll the clicks journal's open spool, wait until every fragment is persisted and the broker's
+   index lists the store, so the next read takes the fragments straight from the files;
 5. a typed batch aggregation (``.schema(...)``, ``groupBy("country")``) over exactly the bytes
    step 3 wrote, compared with the same aggregation computed from the generator;
 6. an exactly-once stream (``readStream`` -> checkout clicks -> ``writeStream``,
@@ -237,6 +237,9 @@ def _run_spark(
         _say(f"      {end - begin:,} bytes at offsets [{begin:,}, {end:,})")
 
     with steps.step(4, "persist", "persisting rolled fragments to the store"):
+        # Roll the open spool too: otherwise the broker persists it at the next flush-interval
+        # boundary, which may fall between this step's listing and Spark's own plan.
+        broker.roll(CLICKS)
         if not broker.wait_persisted(120):
             raise CheckFailed("rolled fragments were not persisted within 120 s")
         broker.refresh(CLICKS)

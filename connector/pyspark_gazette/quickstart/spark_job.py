@@ -22,6 +22,7 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.batch_scan import spread
 from pyspark_gazette.spark.read.plan import plan
 from pyspark_gazette.spark.resolve import resolve_journals
 
@@ -269,6 +270,7 @@ def planned_read(options: dict[str, str]) -> PlannedRead:
     opts = ReadOptions.parse(options)
     with JournalClient(opts.connection.client_config()) as client:
         parts, _ = plan(client, resolve_journals(client, opts.journals, opts.selector), opts)
+        partitions = spread(parts, opts)  # as the data source cuts and packs them
         segs = [s for p in parts for s in p.segments]
         direct = [s for s in segs if s.fragment is not None]
         broker = [s for s in segs if s.fragment is None]
@@ -285,5 +287,5 @@ def planned_read(options: dict[str, str]) -> PlannedRead:
         direct_bytes=sum(s.length for s in direct),
         broker_ranges=len(broker),
         broker_bytes=sum(s.length for s in broker),
-        partitions=len(parts),
+        partitions=len(partitions),
     )

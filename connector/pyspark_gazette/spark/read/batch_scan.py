@@ -84,10 +84,7 @@ class GazetteBatchReader(DataSourceReader):
                 if self.pruning.keep_journal(i.name)
             ]
             parts, ranges = plan(client, infos, self.opts)
-        opts = self.opts
-        if opts.min_partitions is None:  # spread the bytes over the cores, like Spark's file sources
-            opts = dataclasses.replace(opts, min_partitions=pack_module.default_parallelism())
-        packed = pack(pack_module.split(prune(parts, self.pruning), opts), opts)
+        packed = spread(prune(parts, self.pruning), self.opts)
         log.info(
             "planned %d partitions over %d journals (%d bytes)",
             len(packed),
@@ -167,6 +164,14 @@ def _max(a: float | None, b: float | None) -> float | None:
 
 def _min(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
+
+
+def spread(parts: list[GazettePartition], opts: ReadOptions) -> list[GazettePartition | PackedPartition]:
+    """The Spark partitions of a batch read's planned ``parts``: long ones cut and small ones
+    packed, over ``minPartitions`` or, without it, the driver's cores (like Spark's file sources)."""
+    if opts.min_partitions is None:
+        opts = dataclasses.replace(opts, min_partitions=pack_module.default_parallelism())
+    return pack(pack_module.split(parts, opts), opts)
 
 
 def prune(parts: list[GazettePartition], p: Pruning) -> list[GazettePartition]:
