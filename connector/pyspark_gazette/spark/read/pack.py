@@ -245,7 +245,6 @@ def _prefetchable(member: GazettePartition) -> bool:
     return (
         len(member.segments) == 1
         and member.segments[0].fragment is None
-        and not member.segments[0].tail  # read on to the write head when read, not prefetched
         and member.framing.newline_split
         and 0 < member.length <= PREFETCH_BYTES
     )
@@ -256,8 +255,11 @@ class _Prefetch:
     soon as it is made), and whose answer is taken in order by :meth:`result`.
 
     Only a plain answer is used: every byte of ``[read_from, end)`` in order, ending with a
-    newline (no message straddles the end). Anything else (a broker error, a status other than
-    OK, a short or shifted read) drops the call and reads the piece the usual way
+    newline (no message straddles the end). A tail piece (``Segment.tail``: read on to the write
+    head when it is read) asks for everything to the write head instead, and its plain answer
+    ends with OFFSET_NOT_YET_AVAILABLE at a head no lower than the planned end. Anything else (a
+    broker error, another status, a short or shifted read) drops the call and reads the piece the
+    usual way
     (:func:`_read_all`, with its retries, route changes and data-loss rules), so the prefetch
     never changes what a piece yields.
     """
@@ -267,8 +269,10 @@ class _Prefetch:
         self.builders = builders  # OutputBuilders by framing, shared by the partition's prefetches
         seg = member.segments[0]
         self.begin, self.end = read_from(seg, member.framing), seg.end
+        self.tail = seg.tail
         self.conns = connections(opts)
-        request = pb.ReadRequest(journal=seg.journal, offset=self.begin, end_offset=self.end)
+        # A tail reads to the write head (end_offset 0, not blocking): the journal as of this read.
+        request = pb.ReadRequest(journal=seg.journal, offset=self.begin, end_offset=0 if self.tail else self.end)
         kwargs = {k: v for k, v in self.conns.call_kwargs().items() if k != "timeout"}
         try:
             self.call = self.conns.stub(self.conns.read_endpoint(seg.journal)).Read(request, **kwargs)
@@ -283,11 +287,16 @@ class _Prefetch:
         content = self._content()
         if content is None:
             return _read_all(self.member, self.opts, self.schema)
-        framing = self.member.framing
+        member = self.member
+        if self.tail:  # the piece as read: to the write head the broker answered with
+            (seg,) = member.segments
+            seg = dataclasses.replace(seg, end=self.begin + len(content), tail=False)
+            member = GazettePartition(member.index, member.journal, member.framing, (seg,))
+        framing = member.framing
         builder = self.builders.get(framing)
         if builder is None:
             builder = self.builders[framing] = OutputBuilder(self.schema, self.opts, framing)
-        return _read_all(self.member, self.opts, self.schema, content, builder)
+        return _read_all(member, self.opts, self.schema, content, builder)
 
     def _content(self) -> bytes | None:
         if self.call is None:
@@ -298,6 +307,8 @@ class _Prefetch:
             for resp in self.call:
                 if resp.HasField("header"):
                     self.conns.update_route(self.member.journal, resp.header)
+                if self.tail and resp.status == pb.OFFSET_NOT_YET_AVAILABLE and resp.offset == pos:
+                    break  # the write head
                 if resp.status != pb.OK or resp.offset != pos:
                     return None
                 if resp.content:
@@ -308,6 +319,6 @@ class _Prefetch:
         finally:
             self.call.cancel()
         content = b"".join(chunks)
-        if pos != self.end or not content.endswith(b"\n"):
+        if (pos < self.end if self.tail else pos != self.end) or not content.endswith(b"\n"):
             return None
         return content

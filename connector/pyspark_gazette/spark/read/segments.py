@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from pyspark_gazette import testing
 from pyspark_gazette.client import Connections, RetryReader
+from pyspark_gazette.client.heads import write_head
 from pyspark_gazette.errors import (
     FragmentError,
     FramingError,
@@ -249,8 +250,6 @@ def segment_messages(
 
 def _to_write_head(seg: Segment, opts: ReadOptions) -> Segment:
     """A tail segment extended to the journal's write head now (never shortened)."""
-    from pyspark_gazette.client.heads import write_head
-
     head = write_head(connections(opts), seg.journal)
     return dataclasses.replace(seg, end=max(seg.end, head), tail=False)
 
