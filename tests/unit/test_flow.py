@@ -24,8 +24,7 @@ from pyspark_gazette.message.uuids import Flags, clock_from_unix, clock_to_micro
 from pyspark_gazette.protocol import label_set
 from pyspark_gazette.protocol.labels import matches, parse_selector
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.arrow_output import OutputBuilder
-from pyspark_gazette.spark.read.flow import FlowOutputBuilder, PartitionPredicate, collection_schema
+from pyspark_gazette.spark.read.flow import FlowOutputBuilder, PartitionPredicate, collection_schema, output_builder
 from pyspark_gazette.spark.read.segments import Messages
 
 ADDR = {"broker.address": "http://127.0.0.1:1"}
@@ -219,7 +218,7 @@ def test_default_schema_of_a_collection():
 def test_builder_drops_acks_and_control_documents_and_fills_flow_columns():
     opts = ReadOptions.parse({**ADDR, "collection": "acme/orders"}, env={})
     schema = collection_schema([[("estuary.dev/field/region", "eu"), ("estuary.dev/field/year", "%_2026")]])
-    builder = OutputBuilder(schema, opts, NDJSON)
+    builder = output_builder(schema, opts, NDJSON)
     assert isinstance(builder, FlowOutputBuilder)
     got = builder.build(JOURNAL, _msgs(DOCS)).to_pydict()
     assert [json.loads(v)["id"] for v in got["value"]] == [1, 2, 3]
@@ -232,7 +231,7 @@ def test_builder_drops_acks_and_control_documents_and_fills_flow_columns():
 def test_control_documents_on_request():
     opts = ReadOptions.parse({**ADDR, "collection": "acme/orders", "collection.controlDocuments": "true"}, env={})
     schema = StructType([StructField("value", StringType()), StructField("flow_published_at", TimestampType())])
-    got = OutputBuilder(schema, opts, NDJSON).build(JOURNAL, _msgs(DOCS)).to_pydict()
+    got = output_builder(schema, opts, NDJSON).build(JOURNAL, _msgs(DOCS)).to_pydict()
     assert [json.loads(v)["_meta"].get("backfillBegin", False) for v in got["value"]] == [False, True, False, False]
 
 
@@ -247,7 +246,7 @@ def test_typed_schema_with_partition_columns_typed_by_the_user():
         ]
     )
     docs = [DOCS[0], b"{not json", DOCS[2], DOCS[4]]
-    got = OutputBuilder(schema, opts, NDJSON).build(JOURNAL, _msgs(docs)).to_pydict()
+    got = output_builder(schema, opts, NDJSON).build(JOURNAL, _msgs(docs)).to_pydict()
     assert got == {"id": [1, 2, 3], "year": ["2026"] * 3, "region": ["eu"] * 3, "_meta/op": ["c", "u", "d"]}
 
 
@@ -255,7 +254,7 @@ def test_a_partition_value_that_does_not_fit_the_users_type_is_an_error():
     opts = ReadOptions.parse({**ADDR, "collection": "acme/orders"}, env={})
     schema = StructType([StructField("value", StringType()), StructField("region", LongType())])
     with pytest.raises(OptionError, match="region"):
-        OutputBuilder(schema, opts, NDJSON).build(JOURNAL, _msgs(DOCS))
+        output_builder(schema, opts, NDJSON).build(JOURNAL, _msgs(DOCS))
 
 
 def test_partition_predicates():

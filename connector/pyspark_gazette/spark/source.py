@@ -20,46 +20,27 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import StructType
 
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError
 from pyspark_gazette.message import framing_by_name
 from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions, WriteOptions, catalog
+from pyspark_gazette.spark.read.arrow_output import untyped_schema
 from pyspark_gazette.spark.read.batch_scan import (
     FlowPushdownBatchReader,
     GazetteBatchReader,
     GazettePushdownBatchReader,
 )
 from pyspark_gazette.spark.read.flow import collection_schema
+from pyspark_gazette.spark.read.infer import infer_schema
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
 from pyspark_gazette.spark.surface import plain
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
-#: Metadata columns of untyped reads with includeMetadata (typed reads prefix them with "_").
-METADATA_COLUMNS = (
-    ("uuid", StringType()),
-    ("producer", StringType()),
-    ("clock", LongType()),
-    ("flags", IntegerType()),
-    ("mod_time", TimestampType()),
-    ("timestamp", TimestampType()),
-)
 _STREAM_ONLY = {o.key.lower() for o in OPTIONS if o.scopes == frozenset({STREAM})}
-
-
-def untyped_schema(text_values: bool, include_metadata: bool) -> StructType:
-    """``journal``, ``offset``, ``value`` (+ metadata): the schema when none is given."""
-    fields = [
-        StructField("journal", StringType(), False),
-        StructField("offset", LongType(), False),
-        StructField("value", StringType() if text_values else BinaryType(), True),
-    ]
-    if include_metadata:
-        fields += [StructField(name, dtype, True) for name, dtype in METADATA_COLUMNS]
-    return StructType(fields)
 
 
 class GazetteDataSource(DataSource):
@@ -98,8 +79,6 @@ class GazetteDataSource(DataSource):
         if opts.collection:
             return _collection_schema(opts)
         if opts.infer_schema:
-            from pyspark_gazette.spark.read.infer import infer_schema
-
             return infer_schema(opts)
         if opts.framing != "auto":
             text = framing_by_name(opts.framing).text

@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructType, TimestampType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError, UUIDError
-from pyspark_gazette.message import Framing, build_uuid, document_framings, parse_uuid
+from pyspark_gazette.message import Framing, build_uuid, clock_to_micros, document_framings, parse_uuid
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.segments import Messages
 from pyspark_gazette.spark.read.typed import TypedDecoder
@@ -60,17 +60,33 @@ def is_untyped(schema: StructType, include_metadata: bool = False) -> bool:
     )
 
 
+#: Metadata columns of untyped reads with includeMetadata (typed reads prefix them with "_").
+METADATA_COLUMNS = (
+    ("uuid", StringType()),
+    ("producer", StringType()),
+    ("clock", LongType()),
+    ("flags", IntegerType()),
+    ("mod_time", TimestampType()),
+    ("timestamp", TimestampType()),
+)
+
+
+def untyped_schema(text_values: bool, include_metadata: bool) -> StructType:
+    """``journal``, ``offset``, ``value`` (+ metadata): the schema when none is given."""
+    fields = [
+        StructField("journal", StringType(), False),
+        StructField("offset", LongType(), False),
+        StructField("value", StringType() if text_values else BinaryType(), True),
+    ]
+    if include_metadata:
+        fields += [StructField(name, dtype, True) for name, dtype in METADATA_COLUMNS]
+    return StructType(fields)
+
+
 class OutputBuilder:
     """Builds the record batches of one partition (a ``collection`` read's builder is
-    :class:`~pyspark_gazette.spark.read.flow.FlowOutputBuilder`)."""
-
-    def __new__(cls, schema: StructType, opts: ReadOptions, framing: Framing) -> Any:
-        if opts.collection and cls is OutputBuilder:
-            # Late: spark/read/flow.py builds on this module (its plain columns are ours).
-            from pyspark_gazette.spark.read.flow import FlowOutputBuilder
-
-            return FlowOutputBuilder(schema, opts, framing)
-        return super().__new__(cls)
+    :class:`~pyspark_gazette.spark.read.flow.FlowOutputBuilder`: see
+    :func:`~pyspark_gazette.spark.read.flow.output_builder`)."""
 
     def __init__(self, schema: StructType, opts: ReadOptions, framing: Framing):
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -162,8 +178,6 @@ def metadata_columns(
     out: dict[str, pa.Array] = {}
     n = len(msgs.offsets)
     if any(k in names for k in ("uuid", "producer", "clock", "flags", "timestamp")):
-        from pyspark_gazette.message import clock_to_micros
-
         parts = uuid_parts(msgs.values, framing, pointer, uuid_field)
         out["uuid"] = pa.array([str(build_uuid(*p)) if p else None for p in parts], pa.string())
         out["producer"] = pa.array([p[0].hex() if p else None for p in parts], pa.string())

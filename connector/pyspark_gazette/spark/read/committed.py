@@ -46,7 +46,8 @@ from pyspark.sql.types import StructType
 from pyspark_gazette.flow.documents import TXN_MASK
 from pyspark_gazette.message import Envelope, Flags, Framing, Outcome, Sequencer
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.arrow_output import OutputBuilder, uuid_parts
+from pyspark_gazette.spark.read.arrow_output import uuid_parts
+from pyspark_gazette.spark.read.flow import output_builder
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment, Snapshot, segments
 from pyspark_gazette.spark.read.segments import Messages, partition_messages, segment_messages
 
@@ -163,8 +164,6 @@ def committed_partition(snap: Snapshot, start, end: int, opts: ReadOptions, inde
 def scan_state(snap: Snapshot, start, end: int, opts: ReadOptions) -> dict:
     """Driver side: the offset entry of ``end`` with the sequencer's state there, from the batch
     ``[start, end)`` (``start`` an offset entry). Reads what the batch's task reads, UUIDs only."""
-    from pyspark_gazette.spark.read.segments import partition_messages
-
     part = committed_partition(snap, start, end, opts, 0)
     window = WindowFilter(part, opts, emit=False)
     for msgs in partition_messages(part, opts):
@@ -307,7 +306,7 @@ def read_committed_batches(
     part: CommittedStreamPartition, opts: ReadOptions, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of one read-committed micro-batch partition (executor side)."""
-    builder = OutputBuilder(schema, opts, part.framing)
+    builder = output_builder(schema, opts, part.framing)
     window = WindowFilter(part, opts)
     for msgs in partition_messages(part, opts):
         kept = window.filter(msgs)

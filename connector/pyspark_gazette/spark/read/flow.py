@@ -95,6 +95,14 @@ def _partition_array(value: Any, dtype: pa.DataType, n: int, journal: str, colum
         ) from None
 
 
+def output_builder(schema: StructType, opts: ReadOptions, framing: Framing) -> OutputBuilder | FlowOutputBuilder:
+    """The builder of a partition's record batches: Flow's for a ``collection`` read (ACK and
+    control documents dropped, Flow's columns filled), else the plain one."""
+    if opts.collection:
+        return FlowOutputBuilder(schema, opts, framing)
+    return OutputBuilder(schema, opts, framing)
+
+
 class FlowOutputBuilder:
     """Builds one partition's record batches for a ``collection`` read (see the module doc)."""
 

@@ -43,8 +43,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pyspark_gazette.errors import OptionError
 from pyspark_gazette.message.framing import NDJSON
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.arrow_output import untyped_schema
+from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
+from pyspark_gazette.spark.read.pack import PackedPartition
+from pyspark_gazette.spark.read.plan import GazettePartition
+from pyspark_gazette.spark.read.segments import partition_messages
 
 #: Partitions sampled, at most (spread evenly over the plan).
 SAMPLE_PARTS = 8
@@ -52,9 +58,6 @@ SAMPLE_PARTS = 8
 
 def infer_schema(opts: ReadOptions) -> StructType:
     """The schema ``spark.read.json`` would infer for a sample of the journals ``opts`` reads."""
-    from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
-    from pyspark_gazette.spark.source import untyped_schema
-
     raw = untyped_schema(False, False)
     parts = GazetteBatchReader(opts, raw).partitions()
     values = [v for v in sample(parts, opts) if v.strip()]
@@ -88,17 +91,11 @@ def sample(parts: Sequence[InputPartition], opts: ReadOptions) -> list[bytes]:
 
 
 def _messages(part: InputPartition, opts: ReadOptions) -> Generator[Any, None, None]:
-    from pyspark_gazette.spark.read.pack import PackedPartition
-    from pyspark_gazette.spark.read.plan import GazettePartition
-    from pyspark_gazette.spark.read.segments import partition_messages
-
     members: tuple[GazettePartition, ...] = (
         part.members if isinstance(part, PackedPartition) else (part,) if isinstance(part, GazettePartition) else ()
     )
     for member in members:
         if member.framing != NDJSON:  # inference reads JSON documents
-            from pyspark_gazette.errors import OptionError
-
             raise OptionError(
                 "inferSchema", f"needs ndjson journals; journal {member.journal!r} is framed as {member.framing}"
             )

@@ -49,7 +49,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.arrow_output import OutputBuilder
+from pyspark_gazette.spark.read.flow import output_builder
 from pyspark_gazette.spark.read.partition_reader import read_batches
 from pyspark_gazette.spark.read.plan import GazettePartition
 from pyspark_gazette.spark.read.segments import connections, read_from
@@ -295,7 +295,7 @@ class _Prefetch:
         framing = member.framing
         builder = self.builders.get(framing)
         if builder is None:
-            builder = self.builders[framing] = OutputBuilder(self.schema, self.opts, framing)
+            builder = self.builders[framing] = output_builder(self.schema, self.opts, framing)
         return _read_all(member, self.opts, self.schema, content, builder)
 
     def _content(self) -> bytes | None:

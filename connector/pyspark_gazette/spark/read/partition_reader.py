@@ -18,6 +18,7 @@ from pyspark.sql.types import StructType
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.arrow_output import OutputBuilder
 from pyspark_gazette.spark.read.committed import CommittedFilter
+from pyspark_gazette.spark.read.flow import FlowOutputBuilder, output_builder
 from pyspark_gazette.spark.read.plan import GazettePartition
 from pyspark_gazette.spark.read.segments import Messages, partition_messages
 
@@ -34,14 +35,14 @@ def read_batches(
     opts: ReadOptions,
     schema: StructType,
     content: bytes | None = None,
-    builder: OutputBuilder | None = None,
+    builder: OutputBuilder | FlowOutputBuilder | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of one partition (shared by batch and streaming reads); ``content``:
     a one-segment partition's bytes, prefetched (:mod:`~pyspark_gazette.spark.read.pack`);
     ``builder``: an :class:`OutputBuilder` of ``schema`` for ``part``'s framing to reuse (building
     one costs more than a one-message piece)."""
     if builder is None:
-        builder = OutputBuilder(schema, opts, part.framing)
+        builder = output_builder(schema, opts, part.framing)
     committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
 
     def messages() -> Iterator[Messages]:
