@@ -72,11 +72,12 @@ $(FLOW_STAMP): $(FLOW_SOURCES)
 
 gazette-flow: $(FLOW_STAMP)  ## build the Gazette commit Estuary Flow pins (gazette, gazctl) into .bin/gazette-flow/
 
-# Both-brokers tests of the client, gazctl, Spark reads, writes and streams and the read-committed
-# oracle, on the Flow-pinned Gazette ([gazette] ids only; the [embedded] ones ran in `make test`).
+# Both-brokers tests of the client, gazctl, Spark reads, writes and streams, the read-committed
+# oracle and Flow collection reads, on the Flow-pinned Gazette ([gazette] ids only; the [embedded] ones ran in `make test`).
 FLOW_SUBSET := tests/integration/test_client.py tests/integration/test_client_heads.py tests/gazette \
 	tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_stream_source.py \
-	tests/spark/test_stream_committed.py tests/oracle/test_read_committed_oracle.py
+	tests/spark/test_stream_committed.py tests/oracle/test_read_committed_oracle.py \
+	tests/oracle/test_flow_collection_oracle.py
 
 test-gazette-flow: $(STAMP) $(GAZETTE_STAMP) $(FLOW_STAMP)  ## the both-brokers subset against the Gazette commit Estuary Flow pins
 	GAZETTE_PEER=flow PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -p no:cacheprovider $(FLOW_SUBSET) -k "gazette and not protobuf"
