@@ -100,7 +100,8 @@ def test_the_installed_quickstart_runs_from_an_empty_directory(installed, tmp_pa
     assert "report" in out.stdout and f"{ROWS:,} (" in out.stdout
     # Not a terminal: each Spark phase prints its final task count once, not a stream of lines.
     for phase in ("writing", "aggregating"):
-        assert len(re.findall(rf"^      {phase}: (\d+)/\1 tasks$", out.stdout, re.M)) == 1, out.stdout
+        line = rf"^      {phase}: (\d+)/\1 tasks(?: \(stages of \d+(?: \+ \d+)+\))?$"
+        assert len(re.findall(line, out.stdout, re.M)) == 1, out.stdout
     assert _files(cwd) == [], "the quickstart wrote into the working directory"
     outside = [
         f for f in _files(home) if not (home / f).is_relative_to(data_dir) and (home / f) not in data_dir.parents
