@@ -105,7 +105,14 @@ def test_bounded_reads_open_only_the_fragments_they_need(broker, client, create_
 
     def read(filters=(), **options):
         o = ReadOptions.parse(
-            {"broker.address": broker.address, "store.fileRoot": broker.store_root, "journals": "open/a", **options}
+            {
+                "broker.address": broker.address,
+                "store.fileRoot": broker.store_root,
+                "journals": "open/a",
+                # The schema has the metadata columns (its `timestamp` is the UUID clock only then).
+                "includeMetadata": "true",
+                **options,
+            }
         )
         r = (GazettePushdownBatchReader if filters else GazetteBatchReader)(o, schema)
         if filters:
