@@ -138,6 +138,14 @@ def test_a_typed_read_types_partitions_and_documents(spark, target):
     want = sorted((x["doc"]["n"], x["doc"]["id"], x["doc"]["region"], x["doc"]["_meta"]["op"]) for x in lines)
     assert got == want
 
+    # inferSchema with collection: the documents' schema (no ACK or control document's fields),
+    # then the Flow columns the documents do not have (region is a document field already).
+    inferred = collection_reader(spark, target, collection, inferSchema="true").load()
+    assert inferred.columns == ["_meta", "id", "n", "region", "flow_published_at", "_meta/op"]
+    assert inferred.schema["_meta"].dataType.fieldNames() == ["op", "uuid"]
+    assert (dict(inferred.dtypes)["n"], dict(inferred.dtypes)["flow_published_at"]) == ("bigint", "timestamp")
+    assert sorted((r.n, r.id, r.region, r["_meta/op"]) for r in inferred.collect()) == want
+
 
 def test_partition_filters_prune_journals_before_any_read(spark, target):
     from pyspark.sql.datasource import EqualTo

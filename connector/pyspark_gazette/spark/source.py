@@ -32,7 +32,7 @@ from pyspark_gazette.spark.read.batch_scan import (
     GazetteBatchReader,
     GazettePushdownBatchReader,
 )
-from pyspark_gazette.spark.read.flow import collection_schema
+from pyspark_gazette.spark.read.flow import collection_schema, with_flow_columns
 from pyspark_gazette.spark.read.infer import infer_schema
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
@@ -77,7 +77,8 @@ class GazetteDataSource(DataSource):
     def _infer_schema(self) -> StructType:
         opts = self._read_options()
         if opts.collection:
-            return _collection_schema(opts)
+            flow = _collection_schema(opts)
+            return with_flow_columns(infer_schema(opts), flow) if opts.infer_schema else flow
         if opts.infer_schema:
             return infer_schema(opts)
         if opts.framing != "auto":
