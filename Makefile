@@ -126,11 +126,13 @@ OLDEST_PYSPARK := 4.2.0
 OLD_VENV := .venv-oldest
 OLD_STAMP := $(OLD_VENV)/.installed-$(OLDEST_PYSPARK)
 SMOKE := tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_stream_source.py tests/spark/test_user_errors.py
+# The smoke subset needs only the runtime and pytest (not the ~370-package dev toolchain).
+SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3"
 
 $(OLD_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OLD_VENV)/bin/python -m pip install -q -e ".[dev]" "pyspark==$(OLDEST_PYSPARK)"
+	$(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS)
 	rm -f $(OLD_VENV)/.installed-* && touch $@
 
 test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the oldest supported pyspark
