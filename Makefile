@@ -120,12 +120,15 @@ EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN)
 # Everything but the cluster tier runs in TEST_WORKERS processes (pytest-xdist), a test file per
 # process at a time: the tests wait on brokers, JVMs and subprocesses much of the time, so two
 # processes keep two cores busier than one (docs/benchmarks.md, "The test suite's own time").
-# TEST_WORKERS=0 runs them in this process, one at a time.
+# TEST_WORKERS=0 runs them in this process, one at a time. Tests that load the machine on purpose
+# (CPU burners: EXCLUSIVE) run alone afterwards, so they slow no other test.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+EXCLUSIVE := tests/integration/test_heads_under_load.py
 
 test: $(STAMP) $(GAZETTE_IF_GO) $(EMULATORS_IF_TOOLS)  ## run every test tier (unit, integration, spark, real Gazette, cluster)
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(XDIST) --ignore=tests/cluster
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(XDIST) --ignore=tests/cluster $(addprefix --ignore=,$(EXCLUSIVE))
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(EXCLUSIVE)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests/cluster
 
 # The oldest PySpark pyproject.toml allows (pyspark>=4.2), in a venv of its own, for a smoke

@@ -6,7 +6,8 @@ gRPC's core cancels a call that waited ``grpc.server_max_unrequested_time_in_ser
 default) for the server to take it up, and the Python server takes calls up from one loop that
 needs the GIL; the embedded broker now allows an hour, and the sweep retries a CANCELLED read
 like an UNAVAILABLE one. Here the broker runs in the test's process, as in the driver of that
-stream, while CPU burners (subprocesses, stopped by PID) keep both cores busy.
+stream, while CPU burners (subprocesses, stopped by PID) keep both cores busy. `make test` runs
+this module alone, after the parallel run (the Makefile's EXCLUSIVE), so it slows no other test.
 """
 
 from __future__ import annotations
