@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import signal
 import time
 from collections import Counter
@@ -450,23 +451,51 @@ def route_of(cluster, journal: str):
     return j.route
 
 
+def hold_persists(cluster, journal: str) -> pathlib.Path:
+    """Hold back every persist of ``journal``'s spools (as a slow store or a long flush interval
+    would): a regular file where its fragment directory in the file store (``file:///store/``)
+    would go. Gazette's file store creates that directory before each Put, so each persist fails
+    and its spool is queued for a retry a minute later ("failed to persist Spool (will retry)"),
+    while a store walk skips the file as a name it cannot parse. Remove the file to release."""
+    blocker = pathlib.Path(cluster.file_root, "store", journal)
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    assert not blocker.exists(), f"{journal} has persisted fragments already"
+    blocker.write_bytes(b"")
+    return blocker
+
+
+def wait_log(broker, needle: str, since: int, timeout: float = 30) -> None:
+    """Wait until ``broker``'s log has a line containing ``needle`` past byte ``since``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(broker.log, "rb") as f:
+            f.seek(since)
+            if needle.encode() in f.read():
+                return
+        assert time.monotonic() < deadline, f"{broker.id} logged no {needle!r} within {timeout}s"
+        time.sleep(0.1)
+
+
 @pytest.mark.timeout(400)
 def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(spark, cluster):
     """The stale read of issue 28. 240 records are acknowledged and held in the spools of the
-    journal's 3 replicas (1 MiB fragments: nothing rolls). Its primary is SIGKILLed (and started
-    again): the spare broker joins the route with its spool at the write head and an index of
-    the persisted fragments only (its store listing is refreshed hourly here), so its own
-    ListFragments lists nothing below the write head, with no error: what a read planned from
-    its listing returned. Planning from that broker's listing now ends at the primary's write
-    head and finds the content in the other members' listings; the Spark read through that
-    broker returns every acknowledged record, and never fewer than the read before the kill."""
+    journal's 3 replicas (1 MiB fragments: nothing rolls), and their persists are held back
+    (:func:`hold_persists`: the state of a cluster whose replicas have not flushed yet). The
+    journal's primary is SIGKILLed (and started again): the spare broker joins the route, the
+    new primary rolls its spool to the write head to let it in (and fails to persist the rolled
+    spool: the log line is awaited), and the joined replica's index holds the persisted
+    fragments only, so its own ListFragments lists nothing below the write head, with no error.
+    A read whose listing it answers (the only member of the reader's zone) planned to the end of
+    that listing and returned nothing. It now ends at the primary's write head and finds the
+    content in the other members' listings: every acknowledged record, and never fewer than the
+    read before the kill."""
     from pyspark_gazette.client import JournalClient
     from pyspark_gazette.client.list_apply import list_fragments
 
     # Reads prefer route members of their zone (broker.zone). Brokers alternate between two
     # zones, so once the primary is gone its zone holds one member: the spare that took its
-    # place, when the spare is the primary's zone-mate. Pick a journal where it is.
-    names = [f"failover/rejoined-{i}" for i in range(12)]
+    # place, when the spare is the primary's zone-mate (1 journal in 3). Pick a journal where it is.
+    names = [f"failover/rejoined-{i}" for i in range(16)]
     cluster.apply_specs([replicated(j, length=1 << 20, refresh_seconds=3600) for j in names])
     cluster.wait_primaries(names)
     chosen = None
@@ -479,6 +508,7 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
             break
     assert chosen is not None, "no journal whose spare broker is its primary's zone-mate"
     journal = chosen
+    blocker = hold_persists(cluster, journal)
     with cluster.client() as c:
         for b in range(6):
             c.append(journal, ndjson(events(40, b * 40)))  # acknowledged by all 3 replicas
@@ -491,6 +521,7 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
 
     before = read_through(spare)
     assert before == list(range(240))
+    logged = {b.id: b.log.stat().st_size for b in cluster.brokers}
     dead.kill()
     try:
         deadline = time.monotonic() + 60
@@ -501,16 +532,18 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
                 break
             assert time.monotonic() < deadline, route
             time.sleep(0.1)
+        (primary,) = [b for b in cluster.brokers if b.id == route.members[route.primary].suffix]
+        # The new primary rolled its spool to let the spare in, and could not persist it.
+        wait_log(primary, "failed to persist Spool (will retry)", logged[primary.id])
         dead.start()  # re-added to the cluster
-        route = route_of(cluster, journal)
-        assert [m.suffix for m in route.members if m.zone == spare.zone] == [spare.id]  # reads go to it
         # The stale state: the joined replica's own listing ends short of the acknowledged head.
         with JournalClient(spare.address) as c:
             own = list_fragments(c.conns, journal, do_not_proxy=True)
-        if max((f.spec.end for f in own), default=0) >= head:
-            # Gazette's replication caught the joined replica up before we looked: the stale
-            # state this test is about did not arise in this run (it depends on timing).
-            pytest.skip(f"the joined replica's listing already reached the head {head}: no stale state this run")
+        assert max((f.spec.end for f in own), default=0) < head, own
+        # Reads of the spare's zone go to a replica that joined after the appends (the spare,
+        # or the restarted broker if Gazette already gave it a place back): each as stale.
+        zone = [m.suffix for m in route_of(cluster, journal).members if m.zone == spare.zone]
+        assert zone and set(zone) <= {spare.id, dead.id}, zone
         after = read_through(spare)
         assert after == list(range(240))  # every acknowledged record: nothing below the earlier read
         # Planning from that listing, bootstrapped at the joined replica: the primary's head.
@@ -520,6 +553,7 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
             done = settle(c.conns, journal, own)
         assert done.head == head and not done.holes and holes(done.fragments, head) == []
     finally:
+        blocker.unlink()  # the held spools persist at the persister's next retry
         if not dead.alive():
             dead.start()
         cluster.wait_primaries([journal])
