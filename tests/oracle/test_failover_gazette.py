@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import signal
 import time
 from collections import Counter
 
@@ -68,16 +67,24 @@ def ids(rows) -> list[int]:
     return sorted(json.loads(r.value)["id"] for r in rows)
 
 
+def wait_marker(journal: str, held: str, alive=lambda: True, timeout: float = 240) -> tuple[list[int], str]:
+    """Wait for the marker of an RPC hold of ``journal`` (testing.rpc_hold), written by the
+    held process (a Spark Python worker: a file is the event); returns (its numbers: the PID
+    first, then the hold's details; the endpoint the RPC is on)."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(held):
+        assert alive(), f"the query ended before an RPC of {journal} reached its hold"
+        assert time.monotonic() < deadline, f"no held RPC of {journal} within {timeout}s"
+        time.sleep(0.05)
+    *numbers, endpoint = open(held).read().split()
+    return [int(n) for n in numbers], endpoint
+
+
 def wait_held(journal: str, held: str, alive=lambda: True, timeout: float = 240) -> tuple[int, int, int, str]:
     """Wait for the read hold's marker (testing.read_hold): (pid, offset, segment end, endpoint)
     of a broker Read of ``journal`` paused after its first content with its RPC open."""
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(held):  # written by a Spark Python worker: a file is the event
-        assert alive(), f"the query ended before reading {journal} through a broker"
-        assert time.monotonic() < deadline, f"no broker read of {journal} within {timeout}s"
-        time.sleep(0.05)
-    pid, offset, end, endpoint = open(held).read().split()
-    return int(pid), int(offset), int(end), endpoint
+    (pid, offset, end), endpoint = wait_marker(journal, held, alive, timeout)
+    return pid, offset, end, endpoint
 
 
 #: Events appended as one piece to make a broker Read of many 128 KiB chunks (about 4 MB): held
@@ -160,10 +167,13 @@ def stream_reader(spark, cluster, address: str, journals: list[str], **options):
 
 @pytest.mark.timeout(300)
 def test_stream_read_survives_a_primary_killed_mid_batch(spark, cluster, tmp_path):
-    """The primary of a journal is SIGKILLed inside micro-batch 1, after Spark planned it (its
-    partitions and the driver's routes name the dead broker) and before its tasks read. Every
-    read goes through the brokers (``directReads=false``); more is appended after the kill, and
-    again after the killed broker is back. The batches' rows together are every message once."""
+    """The primary of a journal is SIGKILLed while the stream plans micro-batch 1: the planning
+    sweep's write-head Read of that journal, addressed to the primary, is held
+    (testing.rpc_hold ``heads``, armed by batch 0's sink; its marker names the broker) until
+    the kill, so it is sent to a dead broker and planning must go on through the others; the
+    batch's reads go through the brokers too (``directReads=false``). More is appended after the
+    kill, and again after the killed broker is back. The batches' rows together are every
+    message once."""
     journals = [f"failover/stream-{i}" for i in range(3)]
     cluster.apply_specs([replicated(j) for j in journals])
     with cluster.client() as c:
@@ -174,18 +184,26 @@ def test_stream_read_survives_a_primary_killed_mid_batch(spark, cluster, tmp_pat
     address = other_than(cluster, dead).address
     out = tmp_path / "out"
     out.mkdir()
+    held: list[str] = []
 
     def sink(batch, batch_id):
-        if batch_id == 1:
-            dead.kill()  # Spark has planned the batch: its reads start after this
         rows = [[r.journal, r.offset, json.loads(r.value)["id"]] for r in batch.collect()]
         (out / f"{batch_id}.json").write_text(json.dumps(rows))
+        if batch_id == 0:
+            held.append(testing.arm_hold("heads", journals[0])[0])  # the next planning sweep
 
     df = stream_reader(spark, cluster, address, journals, maxBytesPerTrigger="4000", directReads="false")
     q = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt")).start()
     try:
+        deadline = time.monotonic() + 120
+        while not held:
+            assert q.isActive and time.monotonic() < deadline, q.exception()
+            time.sleep(0.05)
+        _, endpoint = wait_marker(journals[0], held[0], lambda: q.isActive)
+        assert endpoint == dead.address, endpoint  # planning's Read is addressed to the primary
+        dead.kill()
+        testing.release_hold("heads", journals[0])
         q.processAllAvailable()
-        assert not dead.alive()
         with cluster.client() as c:  # after the kill: appended through the new primaries
             for j in journals:
                 c.append(j, ndjson(events(40, 160)))
@@ -197,50 +215,31 @@ def test_stream_read_survives_a_primary_killed_mid_batch(spark, cluster, tmp_pat
                 c.append(j, ndjson(events(40, 200)))
         q.processAllAvailable()
     finally:
+        testing.disarm_hold("heads", journals[0])
         q.stop()
         if not dead.alive():
             dead.start()
     batches = sorted(int(f.stem) for f in out.glob("*.json"))
     assert batches == list(range(len(batches))) and len(batches) > 3, batches  # batches after the kill too
-    assert journals[0] in {j for j, _, _ in json.loads((out / "1.json").read_text())}  # read after the kill
+    assert journals[0] in {j for j, _, _ in json.loads((out / "1.json").read_text())}  # planned through the kill
     rows = [tuple(r) for b in batches for r in json.loads((out / f"{b}.json").read_text())]
     assert len(set((j, o) for j, o, _ in rows)) == len(rows)  # no message twice
     for j in journals:
         assert sorted(i for jj, _, i in rows if jj == j) == list(range(240)), j
 
 
-def killer_udf(pid: int, marker: str, at_id: int):
-    """A Python UDF passing ``id`` through that SIGKILLs process ``pid`` from inside the task
-    that meets row ``at_id`` (once: ``marker`` is created exclusively), so the kill lands while
-    a micro-batch's task runs, before its append."""
-    from pyspark.sql.functions import udf
-
-    @udf("long")
-    def pass_id(i):
-        if i == at_id:
-            try:
-                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            except FileExistsError:
-                return i
-            os.kill(pid, signal.SIGKILL)
-        return i
-
-    return pass_id
-
-
-def sink_writer(spark, cluster, address, src, dst, checkpoint, transform=None, **read_options):
-    """``src`` (earliest, small batches unless ``read_options`` say otherwise) -> ``transform`` ->
+def sink_writer(spark, cluster, address, src, dst, checkpoint, **read_options):
+    """``src`` (earliest, small batches unless ``read_options`` say otherwise) ->
     the exactly-once sink into ``dst``: rows ``{id, source_offset}``; the writer, to be started."""
     df = stream_reader(spark, cluster, address, [src], **{"maxBytesPerTrigger": "4000", **read_options})
     df = df.selectExpr("cast(get_json_object(value, '$.id') as long) as id", "offset as source_offset")
-    df = df.withColumn("id", transform(df.id)) if transform is not None else df
     w = df.writeStream.format("gazette").option("broker.address", address).option("journal", dst)
     return w.option("checkpointLocation", str(checkpoint))
 
 
-def sink_query(spark, cluster, address, src, dst, checkpoint, transform, **options):
+def sink_query(spark, cluster, address, src, dst, checkpoint, **options):
     """:func:`sink_writer` started with Trigger.AvailableNow and ``broker.timeout`` 2m."""
-    w = sink_writer(spark, cluster, address, src, dst, checkpoint, transform).option("broker.timeout", "2m")
+    w = sink_writer(spark, cluster, address, src, dst, checkpoint).option("broker.timeout", "2m")
     for k, v in options.items():
         w = w.option(k, v)
     return w.trigger(availableNow=True).start()
@@ -272,11 +271,13 @@ def await_query(q, timeout: float = 240) -> None:
 
 @pytest.mark.timeout(400)
 def test_exactly_once_sink_survives_a_primary_killed_mid_batch(spark, cluster, tmp_path):
-    """Gazette -> Gazette through the exactly-once sink. A task of micro-batch 1 SIGKILLs the
-    sink journal's primary before its append; that append and every later one go to the
-    journal's new primary. Then the last batch is re-run from the checkpoint (its commit-log
-    entry removed, as when the driver dies before writing it): the registers, written through
-    the new primary, refuse it. The output holds every input message exactly once."""
+    """Gazette -> Gazette through the exactly-once sink. The sink journal's primary is SIGKILLed
+    while a task's Append is open: all its content handed to gRPC, its commit not yet sent (held
+    by testing.rpc_hold ``append``, whose marker names the broker and the bytes written). The
+    append fails and is retried through the journal's new primary, as is every later one. Then
+    the last batch is re-run from the checkpoint (its commit-log entry removed, as when the
+    driver dies before writing it): the registers, written through the new primary, refuse it.
+    The output holds every input message exactly once."""
     src, dst = "failover/sink-in", "failover/sink-out"
     cluster.apply_specs([replicated(src), replicated(dst)])
     with cluster.client() as c:
@@ -285,12 +286,16 @@ def test_exactly_once_sink_survives_a_primary_killed_mid_batch(spark, cluster, t
     want = source_messages(cluster, src)
     dead = primary_of(cluster, dst)
     address = other_than(cluster, dead).address
-    marker, checkpoint = tmp_path / "killed", tmp_path / "ckpt"
-    kill = killer_udf(dead.pid, str(marker), at_id=100)  # in the second of ~3 batches
+    checkpoint = tmp_path / "ckpt"
+    held, _ = testing.arm_hold("append", dst)
     try:
-        q = sink_query(spark, cluster, address, src, dst, checkpoint, kill)
+        q = sink_query(spark, cluster, address, src, dst, checkpoint)
+        (_, written), endpoint = wait_marker(dst, held, lambda: q.isActive)
+        # Open on the primary, or on the broker that proxies it there: either way through it.
+        assert written > 0 and endpoint in (dead.address, address), (written, endpoint)
+        dead.kill()
+        testing.release_hold("append", dst)
         await_query(q)
-        assert marker.exists() and not dead.alive()
         batches = [p["batchId"] for p in q.recentProgress if p["numInputRows"]]
         assert len(batches) >= 3, batches
         assert sink_output(cluster, dst) == want
@@ -299,13 +304,14 @@ def test_exactly_once_sink_survives_a_primary_killed_mid_batch(spark, cluster, t
         last = max(batches)
         for name in (str(last), f".{last}.crc"):
             (checkpoint / "commits" / name).unlink()
-        q = sink_query(spark, cluster, address, src, dst, checkpoint, None)
+        q = sink_query(spark, cluster, address, src, dst, checkpoint)
         await_query(q)
         assert [p["batchId"] for p in q.recentProgress if p["numInputRows"]] == [last]  # it did run again
         with cluster.client() as c:
             assert len(c.read_all(dst)) == size
         assert sink_output(cluster, dst) == want
     finally:
+        testing.disarm_hold("append", dst)
         if not dead.alive():
             dead.start()
             cluster.wait_primaries([src, dst])
