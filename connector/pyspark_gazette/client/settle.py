@@ -23,8 +23,8 @@ So a read plans from a :class:`Settled` listing:
   index lets a reader jump a hole). Every other hole is **transient**: a route member holds it
   in its spool, or has persisted it and the answering broker has not listed it yet;
 * :func:`settle` fills transient holes: it asks every route member for its own listing
-  (``do_not_proxy``) and merges them, then lists again with Gazette's backoff
-  (:func:`~pyspark_gazette.client.conn.backoff`) until they are covered or ``broker_timeout``
+  (``do_not_proxy``, every page: :func:`member_listing`) and merges them, then lists again
+  with Gazette's backoff (:func:`~pyspark_gazette.client.conn.backoff`) until they are covered or ``broker_timeout``
   has passed. Holes that outlast it are returned for the caller to report as data loss.
 
 Retried: the listings above (each with the retries of
@@ -196,20 +196,48 @@ def settle(
         frags = ordered([*frags, *list_fragments(conns, journal, signature_ttl=signature_ttl)])
 
 
+#: Fragments per page of a member's own listing (:func:`member_listing`; 0: the broker's
+#: default, 1,000 on Gazette).
+MEMBER_PAGE_LIMIT = 0
+
+
 def _members_listings(conns: Connections, journal: str, signature_ttl: float | None) -> list[ListedFragment]:
-    """Every route member's own listing (``do_not_proxy``, its first page), merged; members that
-    fail are left out (the listing through the route, with its retries, is always included)."""
+    """Every route member's own listing (:func:`member_listing`), merged; members that fail are
+    left out (the listing through the route, with its retries, is always included)."""
     out = list(list_fragments(conns, journal, signature_ttl=signature_ttl))
     route = conns.route(journal)
     for endpoint in list(route.endpoints) if route is not None else []:
-        request = pb.FragmentsRequest(journal=journal, do_not_proxy=True)
-        if signature_ttl:
-            request.signatureTTL.seconds = int(signature_ttl)
+        out.extend(member_listing(conns, journal, endpoint, signature_ttl))
+    return out
+
+
+def member_listing(
+    conns: Connections,
+    journal: str,
+    endpoint: str,
+    signature_ttl: float | None = None,
+    page_limit: int | None = None,
+) -> list[ListedFragment]:
+    """The fragments of ``journal`` in the index of the broker at ``endpoint`` (``do_not_proxy``:
+    a route member answers from its own index), every page (``next_page_token``, ``page_limit``
+    fragments a page, default :data:`MEMBER_PAGE_LIMIT`). The pages up to a failed call (a dead
+    member, a non-member's refusal, another status) are returned; the failure is only logged."""
+    request = pb.FragmentsRequest(
+        journal=journal, do_not_proxy=True, page_limit=MEMBER_PAGE_LIMIT if page_limit is None else page_limit
+    )
+    if signature_ttl:
+        request.signatureTTL.seconds = int(signature_ttl)
+    out: list[ListedFragment] = []
+    while True:
         try:
             resp = conns.stub(endpoint).ListFragments(request, **conns.call_kwargs(conns.config.timeout or 30.0))
         except grpc.RpcError as e:
             log.debug("ListFragments of %r at %s failed: %s", journal, endpoint, e)
-            continue
-        if resp.status == pb.OK:
-            out.extend(ListedFragment(f.spec, f.signed_url) for f in resp.fragments)
-    return out
+            return out
+        if resp.status != pb.OK:
+            log.debug("ListFragments of %r at %s: %s", journal, endpoint, pb.Status.Name(resp.status))
+            return out
+        out.extend(ListedFragment(f.spec, f.signed_url) for f in resp.fragments)
+        if not resp.next_page_token or resp.next_page_token == request.next_page_token:
+            return out
+        request.next_page_token = resp.next_page_token
