@@ -25,7 +25,8 @@ So a read plans from a :class:`Settled` listing:
 * :func:`settle` fills transient holes: it asks every route member for its own listing
   (``do_not_proxy``, every page: :func:`member_listing`) and merges them, then lists again
   with Gazette's backoff (:func:`~pyspark_gazette.client.conn.backoff`) until they are
-  covered or ``broker_timeout`` has passed. Holes that outlast it are returned for the caller to report as data loss.
+  covered or ``broker_timeout`` has passed. Holes that outlast it are returned for the
+  caller to report as data loss.
 
 Retried: the listings above (each with the retries of
 :func:`~pyspark_gazette.client.list_apply.list_fragments`). Surfaced: the listing's errors, and
