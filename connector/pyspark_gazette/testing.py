@@ -10,9 +10,12 @@ Production code calls these at fixed points; each is a no-op unless a test armed
   or Append RPC after its first content until it stops (tests/spark/test_faults_broker.py);
 * :func:`arm_settle_wait` / :func:`settle_waiting`: a marker file written when planning starts
   waiting out a hole of a journal's listing (client/settle.py; tests/spark/test_read_holes.py);
-* :func:`arm_read_hold` / :func:`read_hold`: an executor's broker Read of a journal pauses after
-  its first content, with its RPC open, until the test releases it (the failover tests kill
-  brokers or etcd exactly then).
+* :func:`arm_hold` / :func:`rpc_hold` (kinds :data:`HOLD_KINDS`): an RPC of a journal pauses
+  at a fixed point until the test releases it, and a marker names the process, the broker and
+  the offsets (the failover tests kill brokers or etcd exactly then): ``read``, an executor's
+  broker Read after its first content (:func:`arm_read_hold` / :func:`read_hold`); ``heads``,
+  stream planning's write-head Read, addressed and not yet sent; ``append``, an Append whose
+  content gRPC has taken, before its commit.
 """
 
 from __future__ import annotations
@@ -187,7 +190,8 @@ def armed_journals(kind: str) -> frozenset[str]:
 def rpc_hold(kind: str, journal: str, endpoint: str, *detail: int) -> None:
     """Called at the ``kind`` point of an RPC of ``journal`` to ``endpoint``. When armed
     (:func:`arm_hold`), the first caller to get here writes the marker (PID, ``detail``,
-    endpoint) and waits for the release file (at most 10 minutes); others go on."""
+    endpoint) and waits for the release file (or the disarming, at most 10 minutes); others
+    go on."""
     base = _hold_base(kind, journal)
     if not os.path.exists(base + "-armed"):
         return
@@ -204,7 +208,7 @@ def rpc_hold(kind: str, journal: str, endpoint: str, *detail: int) -> None:
     import time
 
     deadline = time.monotonic() + 600
-    while not os.path.exists(base + "-release") and time.monotonic() < deadline:
+    while not os.path.exists(base + "-release") and os.path.exists(base + "-armed") and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

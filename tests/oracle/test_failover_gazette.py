@@ -13,6 +13,7 @@ killed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -90,6 +91,24 @@ def wait_held(journal: str, held: str, alive=lambda: True, timeout: float = 240)
 #: Events appended as one piece to make a broker Read of many 128 KiB chunks (about 4 MB): held
 #: after its first chunk, its RPC is still streaming when the fault lands.
 BIG = 100_000
+
+
+@contextlib.contextmanager
+def read_held(cluster, q, journal: str, count: int, first_id: int):
+    """Append ``count`` events (ids from ``first_id``) to ``journal`` as one piece and wait until
+    the running query ``q`` reads them through a broker, its Read held mid-segment with its RPC
+    open (testing.read_hold, whose marker proves it); the body lands the fault, and the read is
+    released when it ends (disarmed, so released too, if it raises)."""
+    held, _ = testing.arm_read_hold(journal)
+    try:
+        with cluster.client() as c:
+            c.append(journal, ndjson(events(count, first_id)))
+        _, offset, end, endpoint = wait_held(journal, held, lambda: q.isActive)
+        assert offset < end, (offset, end)  # the micro-batch's Read is mid-segment
+        yield endpoint
+        testing.release_read_hold(journal)
+    finally:
+        testing.disarm_read_hold(journal)
 
 
 @pytest.mark.timeout(400)
@@ -375,21 +394,15 @@ def test_stream_through_a_crash_and_restart_of_every_broker(spark, cluster, tmp_
     try:
         q.processAllAvailable()
         assert sink_output(cluster, dst) == source_messages(cluster, src)
-        held, _ = testing.arm_read_hold(src)
-        with cluster.client() as c:
-            c.append(src, ndjson(events(BIG, 160)))
-        _, offset, end, _ = wait_held(src, held, lambda: q.isActive)
-        assert offset < end  # the micro-batch's Read is mid-segment
-        persist_everything(cluster, [src, dst])
-        crash_and_restart_brokers(cluster, [src, dst])
-        testing.release_read_hold(src)
+        with read_held(cluster, q, src, BIG, 160):
+            persist_everything(cluster, [src, dst])
+            crash_and_restart_brokers(cluster, [src, dst])
         assert q.isActive, q.exception()
         with cluster.client() as c:
             for b in range(3):
                 c.append(src, ndjson(events(40, 160 + BIG + b * 40)))
         q.processAllAvailable()
     finally:
-        testing.disarm_read_hold(src)
         q.stop()
     want = source_messages(cluster, src)
     assert sum(want.values()) == 280 + BIG
@@ -424,23 +437,17 @@ def test_stream_through_an_etcd_restart(spark, cluster, tmp_path):
     q = w.start()
     try:
         q.processAllAvailable()
-        held, _ = testing.arm_read_hold(src)
-        with cluster.client() as c:
-            c.append(src, ndjson(events(BIG, 40)))
-        _, offset, end, _ = wait_held(src, held, lambda: q.isActive)
-        assert offset < end  # the micro-batch's Read is mid-segment
-        cluster.etcd.kill()
-        down = time.monotonic()
-        with cluster.client() as c:  # the data plane needs no etcd
-            c.append(src, ndjson(events(40, 40 + BIG)))
-        cluster.etcd.start()
-        down = time.monotonic() - down  # brokers exit if it exceeds their lease (5 s)
-        testing.release_read_hold(src)
+        with read_held(cluster, q, src, BIG, 40):
+            cluster.etcd.kill()
+            down = time.monotonic()
+            with cluster.client() as c:  # the data plane needs no etcd
+                c.append(src, ndjson(events(40, 40 + BIG)))
+            cluster.etcd.start()
+            down = time.monotonic() - down  # brokers exit if it exceeds their lease (5 s)
         with cluster.client() as c:
             c.append(src, ndjson(events(40, 80 + BIG)))
         q.processAllAvailable()
     finally:
-        testing.disarm_read_hold(src)
         q.stop()
         if cluster.etcd.proc is None or cluster.etcd.proc.poll() is not None:
             cluster.etcd.start()
