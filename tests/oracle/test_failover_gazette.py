@@ -494,10 +494,10 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
     """The stale read of issue 28. 240 records are acknowledged and held in the spools of the
     journal's 3 replicas (1 MiB fragments: nothing rolls), and their persists are held back
     (:func:`hold_persists`: the state of a cluster whose replicas have not flushed yet). The
-    journal's primary is SIGKILLed (and started again): the spare broker joins the route, the
-    new primary rolls its spool to the write head to let it in (and fails to persist the rolled
-    spool: the log line is awaited), and the joined replica's index holds the persisted
-    fragments only, so its own ListFragments lists nothing below the write head, with no error.
+    journal's primary is SIGKILLed (and started again after the read): the spare broker joins
+    the route, the new primary rolls its spool to the write head to let it in (and fails to
+    persist the rolled spool: the log line is awaited), and the joined replica's index holds the
+    persisted fragments only, so its own ListFragments lists nothing below the write head, with no error.
     A read whose listing it answers (the only member of the reader's zone) planned to the end of
     that listing and returned nothing. It now ends at the primary's write head and finds the
     content in the other members' listings: every acknowledged record, and never fewer than the
@@ -548,15 +548,12 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
         (primary,) = [b for b in cluster.brokers if b.id == route.members[route.primary].suffix]
         # The new primary rolled its spool to let the spare in, and could not persist it.
         wait_log(primary, "failed to persist Spool (will retry)", logged[primary.id])
-        dead.start()  # re-added to the cluster
         # The stale state: the joined replica's own listing ends short of the acknowledged head.
         with JournalClient(spare.address) as c:
             own = list_fragments(c.conns, journal, do_not_proxy=True)
         assert max((f.spec.end for f in own), default=0) < head, own
-        # Reads of the spare's zone go to a replica that joined after the appends (the spare,
-        # or the restarted broker if Gazette already gave it a place back): each as stale.
         zone = [m.suffix for m in route_of(cluster, journal).members if m.zone == spare.zone]
-        assert zone and set(zone) <= {spare.id, dead.id}, zone
+        assert zone == [spare.id], zone  # reads of the spare's zone go to it
         after = read_through(spare)
         assert after == list(range(240))  # every acknowledged record: nothing below the earlier read
         # Planning from that listing, bootstrapped at the joined replica: the primary's head.
@@ -567,6 +564,9 @@ def test_a_read_answered_by_a_rejoined_replica_sees_every_acknowledged_record(sp
         assert done.head == head and not done.holes and holes(done.fragments, head) == []
     finally:
         blocker.unlink()  # the held spools persist at the persister's next retry
+        # Started again only now: a broker back in the cluster makes Gazette's allocator move
+        # assignments, and it may take the journal from the members whose spools hold its content
+        # (they persist it later), leaving a route whose every index is stale.
         if not dead.alive():
             dead.start()
         cluster.wait_primaries([journal])
