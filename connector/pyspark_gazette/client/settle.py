@@ -12,11 +12,12 @@ hole below its own spool.
 
 So a read plans from a :class:`Settled` listing:
 
-* the end is the larger of the listing's end and the write head reported by the route's
-  **primary** (:func:`primary_head`: a metadata-only Read at offset ``-1`` sent to the primary's
-  endpoint). An append is acknowledged only once the primary and every replica of its pipeline
-  committed it, and a new primary synchronises the others to its own head, so no acknowledged
-  append ends beyond it;
+* the end is the larger of the listing's end and the write heads reported by the route's
+  **primary** and its other members (:func:`primary_head`: a metadata-only Read at offset
+  ``-1`` sent to each). An append is acknowledged only once the primary and every replica of
+  its pipeline committed it, and each of them reports it in its write head (the end of its
+  fragment index) until it leaves the route; a member that joined later reports it only once
+  the content is persisted and listed;
 * a hole of the listing below that end (:func:`holes`) is **gone** when Gazette itself would
   skip it (:func:`is_gone`): it is followed by a fragment persisted more than
   :data:`HOLE_JUMP_AGE` ago (Gazette's ``offsetJumpAgeThreshold``, the only case in which its
@@ -107,20 +108,29 @@ def is_gone(hole: tuple[int, int], frags: Sequence[ListedFragment], now: float |
 
 
 def primary_head(conns: Connections, journal: str) -> int | None:
-    """The write head reported by ``journal``'s primary, or ``None`` when no plain answer came
-    (the caller keeps its listing's end). A metadata-only Read at ``-1`` goes to the primary's
-    endpoint when the route is known; else to the bootstrap address, whose answer names the
-    route, and when that broker is not the primary the primary is asked next."""
+    """The largest write head ``journal``'s route members report, the primary first, or
+    ``None`` when no plain answer came (the caller keeps its listing's end). A metadata-only
+    Read at ``-1`` goes to the primary's endpoint when the route is known; else (or after a
+    failed call) to the bootstrap address, whose answer names the route; then to each member not
+    asked yet.
+
+    Every member is asked because Gazette reports a broker's write head as the end of its
+    fragment index, not of its spool: a member that joined the route after the last appends
+    (even one that became primary, after Gazette's allocator moved the journal) reports less
+    until the others persist, while a member that was in the appends' pipeline reports them."""
     endpoint = conns.append_endpoint(journal)
     best = None
-    for _ in range(2):
+    asked: set[str] = set()
+    while endpoint and endpoint not in asked:
+        asked.add(endpoint)
         head = _metadata_head(conns, journal, endpoint)
         if head is not None:
             best = max(best or 0, head)
-        primary = primary_endpoint(conns, journal)
-        if not primary or primary == endpoint:
-            break
-        endpoint = primary
+        route = conns.route(journal)
+        # After a failed call the route is forgotten: the bootstrap address comes next.
+        members = [primary_endpoint(conns, journal), *(route.endpoints if route is not None else ())]
+        members.append(conns.append_endpoint(journal))
+        endpoint = next((e for e in members if e and e not in asked), "")
     return best
 
 
