@@ -10,9 +10,12 @@ Production code calls these at fixed points; each is a no-op unless a test armed
   or Append RPC after its first content until it stops (tests/spark/test_faults_broker.py);
 * :func:`arm_settle_wait` / :func:`settle_waiting`: a marker file written when planning starts
   waiting out a hole of a journal's listing (client/settle.py; tests/spark/test_read_holes.py);
-* :func:`arm_read_hold` / :func:`read_hold`: an executor's broker Read of a journal pauses after
-  its first content, with its RPC open, until the test releases it (the failover tests kill
-  brokers or etcd exactly then).
+* :func:`arm_hold` / :func:`rpc_hold` (kinds :data:`HOLD_KINDS`): an RPC of a journal pauses
+  at a fixed point until the test releases it, and a marker names the process, the broker and
+  the offsets (the failover tests kill brokers or etcd exactly then): ``read``, an executor's
+  broker Read after its first content (:func:`arm_read_hold` / :func:`read_hold`); ``heads``,
+  stream planning's write-head Read, addressed and not yet sent; ``append``, an Append whose
+  content gRPC has taken, before its commit.
 """
 
 from __future__ import annotations
@@ -135,15 +138,17 @@ def settle_waiting(journal: str, holes: list[tuple[int, int]]) -> None:
     os.replace(draft, base + ".waiting")
 
 
-def _read_hold_base(journal: str) -> str:
-    return os.path.join(SETTLE_DIR, _settle_name(journal) + ".read")
+def _hold_base(kind: str, journal: str) -> str:
+    return os.path.join(SETTLE_DIR, _settle_name(journal) + "." + kind)
 
 
-def arm_read_hold(journal: str) -> tuple[str, str]:
-    """Arm :func:`read_hold` for ``journal``: returns (the marker the held reader writes, the
-    file whose creation releases it)."""
+def arm_hold(kind: str, journal: str) -> tuple[str, str]:
+    """Arm :func:`rpc_hold` of ``kind`` (:data:`HOLD_KINDS`) for ``journal``: returns (the marker
+    the held caller writes, the file whose creation releases it)."""
+    if kind not in HOLD_KINDS:
+        raise ValueError(f"hold kind {kind!r}: expected one of {', '.join(HOLD_KINDS)}")
     os.makedirs(SETTLE_DIR, exist_ok=True)
-    base = _read_hold_base(journal)
+    base = _hold_base(kind, journal)
     for suffix in ("-held", "-release"):
         if os.path.exists(base + suffix):
             os.unlink(base + suffix)
@@ -151,13 +156,12 @@ def arm_read_hold(journal: str) -> tuple[str, str]:
     return base + "-held", base + "-release"
 
 
-def release_read_hold(journal: str) -> None:
-    base = _read_hold_base(journal)
-    open(base + "-release", "w").close()
+def release_hold(kind: str, journal: str) -> None:
+    open(_hold_base(kind, journal) + "-release", "w").close()
 
 
-def disarm_read_hold(journal: str) -> None:
-    base = _read_hold_base(journal)
+def disarm_hold(kind: str, journal: str) -> None:
+    base = _hold_base(kind, journal)
     for suffix in ("-armed", "-held", "-release"):
         try:
             os.unlink(base + suffix)
@@ -165,26 +169,68 @@ def disarm_read_hold(journal: str) -> None:
             pass
 
 
-def read_hold(journal: str, offset: int, end: int, endpoint: str) -> None:
-    """Called by an executor's broker read of ``journal`` after its first content (now at
-    ``offset`` of a segment ending at ``end``, its Read RPC open on ``endpoint``). When armed,
-    the first reader to get here writes the marker (PID, offsets, endpoint) and waits for the
-    release file (at most 10 minutes); others go on."""
-    base = _read_hold_base(journal)
+#: Where :func:`rpc_hold` is called: ``read`` (an executor's broker Read after its first content,
+#: its RPC open: spark/read/segments.py), ``heads`` (stream planning's write-head sweep, its Read
+#: addressed to a broker and not yet sent: client/heads.py) and ``append`` (an Append with all
+#: its content handed to gRPC and its commit chunk not yet sent, its RPC open: client/appender.py).
+HOLD_KINDS = ("read", "heads", "append")
+
+
+def hold_armed(kind: str, journal: str) -> bool:
+    return os.path.exists(_hold_base(kind, journal) + "-armed")
+
+
+def armed_journals(kind: str) -> frozenset[str]:
+    """The journals a ``kind`` hold is armed for (one directory listing: for callers that would
+    otherwise look once per journal, such as a sweep over thousands)."""
+    try:
+        names = os.listdir(SETTLE_DIR)
+    except FileNotFoundError:
+        return frozenset()
+    tail = f".{kind}-armed"
+    return frozenset(n[: -len(tail)].replace("%2F", "/") for n in names if n.endswith(tail))
+
+
+def rpc_hold(kind: str, journal: str, endpoint: str, *detail: int) -> None:
+    """Called at the ``kind`` point of an RPC of ``journal`` to ``endpoint``. When armed
+    (:func:`arm_hold`), the first caller to get here writes the marker (PID, ``detail``,
+    endpoint) and waits for the release file (or the disarming, at most 10 minutes); others
+    go on."""
+    base = _hold_base(kind, journal)
     if not os.path.exists(base + "-armed"):
         return
     draft = f"{base}.{os.getpid()}.{threading.get_ident()}.draft"
     with open(draft, "w") as f:
-        f.write(f"{os.getpid()} {offset} {end} {endpoint}")
+        f.write(" ".join([str(os.getpid()), *(str(d) for d in detail), endpoint]))
     try:
-        os.link(draft, base + "-held")  # once: later readers go on
+        os.link(draft, base + "-held")  # once: later callers go on
     except FileExistsError:
         return
     finally:
         os.unlink(draft)
-    log.warning("holding a read of %r at offset %d with its RPC open (test hook)", journal, offset)
+    log.warning("holding a %s RPC of %r to %s (test hook)", kind, journal, endpoint)
     import time
 
     deadline = time.monotonic() + 600
-    while not os.path.exists(base + "-release") and time.monotonic() < deadline:
+    while not os.path.exists(base + "-release") and os.path.exists(base + "-armed") and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def arm_read_hold(journal: str) -> tuple[str, str]:
+    """:func:`arm_hold` of :func:`read_hold`."""
+    return arm_hold("read", journal)
+
+
+def release_read_hold(journal: str) -> None:
+    release_hold("read", journal)
+
+
+def disarm_read_hold(journal: str) -> None:
+    disarm_hold("read", journal)
+
+
+def read_hold(journal: str, offset: int, end: int, endpoint: str) -> None:
+    """Called by an executor's broker read of ``journal`` after its first content (now at
+    ``offset`` of a segment ending at ``end``, its Read RPC open on ``endpoint``): the ``read``
+    :func:`rpc_hold`, whose marker reads ``PID offset end endpoint``."""
+    rpc_hold("read", journal, endpoint, offset, end)

@@ -181,3 +181,23 @@ def test_a_dead_first_address_is_passed_over_by_batch_stream_and_sink(spark, bro
     q.awaitTermination(120)
     assert q.exception() is None
     assert sorted(client.read_all(dst).splitlines()) == sorted(ndjson(events(30)).splitlines())
+
+
+@pytest.mark.both_brokers
+def test_a_members_own_listing_is_read_past_its_first_page(broker, client, create_journal):
+    """Settling asks each route member for its own listing (``do_not_proxy``): every page of it,
+    here 2 fragments a page over 6 or 7 fragments (persisted ones and the open spool)."""
+    from pyspark_gazette.client.settle import holes, member_listing
+
+    journal = f"holes/pages-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024)
+    fill(client, broker, journal, batches=7, per_batch=30)  # an append of 30 events rolls a fragment
+    listed = client.list_fragments(journal)
+    head = listed[-1].spec.end
+    assert len(listed) >= 6
+    route = client.conns.route(journal)
+    assert route is not None and route.endpoints
+    for endpoint in route.endpoints:  # every member has them all: nothing was lost
+        own = member_listing(client.conns, journal, endpoint, page_limit=2)
+        assert [(f.spec.begin, f.spec.end) for f in own] == [(f.spec.begin, f.spec.end) for f in listed], endpoint
+        assert holes(own, head) == []

@@ -39,3 +39,87 @@ def test_only_a_hole_before_a_long_persisted_fragment_is_gone():
     assert not is_gone((100, 200), [frag(0, 100, old), frag(200, 300, recent)], now)  # maybe not listed yet
     assert not is_gone((100, 200), [frag(0, 100, old), frag(200, 300, 0)], now)  # a spool follows: a replica's gap
     assert not is_gone((100, 200), [frag(0, 100, old)], now)  # the tail: below the primary's head
+
+
+class _Stub:
+    def __init__(self, broker):
+        self.broker = broker
+
+    def Read(self, request, **_):  # noqa: N802 - the gRPC method's name
+        return self.broker.read(request)
+
+
+class _Conns:
+    """Connections to brokers that each report their own write head (Gazette: the end of that
+    broker's fragment index) and the route; ``down`` ones fail at the transport."""
+
+    def __init__(self, heads: dict[str, int], primary: str, down=()):
+        from pyspark_gazette.protocol import pb
+
+        self.heads, self.down, self.asked = heads, set(down), []
+        names = sorted(heads)
+        self.route_pb = pb.Route(
+            members=[pb.ProcessSpec.ID(zone="z", suffix=n) for n in names],
+            endpoints=names,
+            primary=names.index(primary),
+        )
+        self.routes: dict = {}
+        self.config = type("Config", (), {"timeout": 5.0})()
+
+    def read(self, request):
+        import grpc
+
+        from pyspark_gazette.protocol import pb
+
+        endpoint = self.asked[-1]
+        if endpoint in self.down:
+            err = grpc.RpcError()
+            err.code = lambda: grpc.StatusCode.UNAVAILABLE
+            raise err
+        head = self.heads.get(endpoint, 0)  # the bootstrap: a member that joined late
+        return [
+            pb.ReadResponse(status=pb.OFFSET_NOT_YET_AVAILABLE, write_head=head, header=pb.Header(route=self.route_pb))
+        ]
+
+    def stub(self, endpoint):
+        self.asked.append(endpoint)
+        return _Stub(self)
+
+    def call_kwargs(self, timeout=None):
+        return {}
+
+    def update_route(self, journal, header):
+        self.routes[journal] = header.route
+
+    def route(self, journal):
+        return self.routes.get(journal)
+
+    def forget_route(self, journal):
+        self.routes.pop(journal, None)
+
+    def endpoint_failed(self, journal, endpoint):
+        self.forget_route(journal)
+
+    def append_endpoint(self, journal):
+        r = self.routes.get(journal)
+        return r.endpoints[r.primary] if r is not None else "bootstrap"
+
+
+def test_the_planned_head_is_the_largest_any_route_member_reports():
+    from pyspark_gazette.client.settle import primary_head
+
+    # The primary joined after the appends (its index ends at 0); a member of their pipeline has them.
+    conns = _Conns({"b1": 0, "b2": 9510, "b3": 0}, primary="b1")
+    assert primary_head(conns, "j/x") == 9510
+    assert conns.asked[:2] == ["bootstrap", "b1"] and sorted(conns.asked[2:]) == ["b2", "b3"]  # the primary first
+
+
+def test_a_dead_cached_endpoint_is_passed_over_through_the_bootstrap():
+    from pyspark_gazette.client.settle import primary_head
+
+    conns = _Conns({"b1": 100, "b2": 100, "b3": 0}, primary="b2", down={"dead"})
+    conns.routes["j/x"] = conns.route_pb.__class__(
+        members=conns.route_pb.members, endpoints=["b1", "dead", "b3"], primary=1
+    )
+    assert primary_head(conns, "j/x") == 100
+    assert conns.asked[:2] == ["dead", "bootstrap"]

@@ -37,3 +37,24 @@ def test_a_point_already_held_lets_later_processes_go_on(tmp_path, monkeypatch):
     hold("task-end", 1)  # the environment's point, same rule
     assert [p.name for p in tmp_path.iterdir()] == ["task-end-1"]  # no draft left behind
     assert (tmp_path / "task-end-1").read_text() == "12345"
+
+
+def test_an_rpc_hold_holds_the_first_caller_of_its_kind_and_journal_until_released(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(testing, "SETTLE_DIR", str(tmp_path))
+    journal = "hold/a"
+    testing.rpc_hold("append", journal, "http://x:1", 5)  # not armed: returns at once
+    held, _ = testing.arm_hold("append", journal)
+    assert testing.armed_journals("append") == {journal} and testing.armed_journals("heads") == set()
+    testing.rpc_hold("heads", journal, "http://x:1")  # another kind: not held
+    first = threading.Thread(target=testing.rpc_hold, args=("append", journal, "http://x:1", 5))
+    first.start()
+    first.join(0.3)
+    assert first.is_alive() and open(held).read().split()[1:] == ["5", "http://x:1"]
+    testing.rpc_hold("append", journal, "http://x:2", 6)  # a later caller goes on
+    testing.release_hold("append", journal)
+    first.join(5)
+    assert not first.is_alive()
+    testing.disarm_hold("append", journal)
+    assert testing.armed_journals("append") == set()

@@ -34,6 +34,7 @@ from typing import IO, Any
 
 import grpc
 
+from pyspark_gazette import testing
 from pyspark_gazette.client.conn import APPEND_CHUNK_BYTES, Connections, backoff, translate_rpc_error
 from pyspark_gazette.errors import (
     BrokerTimeoutError,
@@ -197,6 +198,8 @@ class Appender:
         self._closed = True
         if self._call is None:
             self._start()
+        elif self.written:
+            self._hold()
         self._put(pb.AppendRequest())
         self._put(_END)
         resp = self._raise_from_call()
@@ -212,6 +215,16 @@ class Appender:
                 f"{commit.journal!r} does not match the {self.written} bytes written"
             )
         return commit
+
+    def _hold(self) -> None:
+        """The ``append`` test hook (:func:`~pyspark_gazette.testing.rpc_hold`), when armed for
+        this journal: once gRPC has taken every content chunk (at most 5 s), before the commit."""
+        if not testing.hold_armed("append", self.journal):
+            return
+        deadline = time.monotonic() + 5
+        while not self._queue.empty() and not self._call.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        testing.rpc_hold("append", self.journal, self._endpoint, self.written)
 
     def abort(self) -> None:
         """Roll back: half-close without the commit chunk; nothing of this append is kept."""

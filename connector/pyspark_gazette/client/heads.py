@@ -40,6 +40,7 @@ from typing import TypeVar
 
 import grpc
 
+from pyspark_gazette import testing
 from pyspark_gazette.client.conn import Connections, backoff, open_aio_channel, parse_address
 from pyspark_gazette.client.reader import RetryReader
 from pyspark_gazette.errors import CancelledError, JournalNotFoundError, OffsetNotYetAvailableError
@@ -135,6 +136,7 @@ def sweep_heads(
     kwargs = conns.call_kwargs()
     calls: collections.deque = collections.deque()
     out: dict[str, int] = {}
+    held = testing.armed_journals("heads")
 
     def take() -> None:
         journal, endpoint, call = calls.popleft()
@@ -154,6 +156,8 @@ def sweep_heads(
     try:
         for journal in names:
             endpoint = conns.append_endpoint(journal) if primary else conns.read_endpoint(journal)
+            if journal in held:
+                testing.rpc_hold("heads", journal, endpoint)
             request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
             try:
                 call = conns.stub(endpoint).Read(request, **kwargs)

@@ -12,20 +12,22 @@ hole below its own spool.
 
 So a read plans from a :class:`Settled` listing:
 
-* the end is the larger of the listing's end and the write head reported by the route's
-  **primary** (:func:`primary_head`: a metadata-only Read at offset ``-1`` sent to the primary's
-  endpoint). An append is acknowledged only once the primary and every replica of its pipeline
-  committed it, and a new primary synchronises the others to its own head, so no acknowledged
-  append ends beyond it;
+* the end is the larger of the listing's end and the write heads reported by the route's
+  **primary** and its other members (:func:`primary_head`: a metadata-only Read at offset
+  ``-1`` sent to each). An append is acknowledged only once the primary and every replica of
+  its pipeline committed it, and each of them reports it in its write head (the end of its
+  fragment index) until it leaves the route; a member that joined later reports it only once
+  the content is persisted and listed;
 * a hole of the listing below that end (:func:`holes`) is **gone** when Gazette itself would
   skip it (:func:`is_gone`): it is followed by a fragment persisted more than
   :data:`HOLE_JUMP_AGE` ago (Gazette's ``offsetJumpAgeThreshold``, the only case in which its
   index lets a reader jump a hole). Every other hole is **transient**: a route member holds it
   in its spool, or has persisted it and the answering broker has not listed it yet;
 * :func:`settle` fills transient holes: it asks every route member for its own listing
-  (``do_not_proxy``) and merges them, then lists again with Gazette's backoff
-  (:func:`~pyspark_gazette.client.conn.backoff`) until they are covered or ``broker_timeout``
-  has passed. Holes that outlast it are returned for the caller to report as data loss.
+  (``do_not_proxy``, every page: :func:`member_listing`) and merges them, then lists again
+  with Gazette's backoff (:func:`~pyspark_gazette.client.conn.backoff`) until they are
+  covered or ``broker_timeout`` has passed. Holes that outlast it are returned for the
+  caller to report as data loss.
 
 Retried: the listings above (each with the retries of
 :func:`~pyspark_gazette.client.list_apply.list_fragments`). Surfaced: the listing's errors, and
@@ -106,20 +108,29 @@ def is_gone(hole: tuple[int, int], frags: Sequence[ListedFragment], now: float |
 
 
 def primary_head(conns: Connections, journal: str) -> int | None:
-    """The write head reported by ``journal``'s primary, or ``None`` when no plain answer came
-    (the caller keeps its listing's end). A metadata-only Read at ``-1`` goes to the primary's
-    endpoint when the route is known; else to the bootstrap address, whose answer names the
-    route, and when that broker is not the primary the primary is asked next."""
+    """The largest write head ``journal``'s route members report, the primary first, or
+    ``None`` when no plain answer came (the caller keeps its listing's end). A metadata-only
+    Read at ``-1`` goes to the primary's endpoint when the route is known; else (or after a
+    failed call) to the bootstrap address, whose answer names the route; then to each member not
+    asked yet.
+
+    Every member is asked because Gazette reports a broker's write head as the end of its
+    fragment index, not of its spool: a member that joined the route after the last appends
+    (even one that became primary, after Gazette's allocator moved the journal) reports less
+    until the others persist, while a member that was in the appends' pipeline reports them."""
     endpoint = conns.append_endpoint(journal)
     best = None
-    for _ in range(2):
+    asked: set[str] = set()
+    while endpoint and endpoint not in asked:
+        asked.add(endpoint)
         head = _metadata_head(conns, journal, endpoint)
         if head is not None:
             best = max(best or 0, head)
-        primary = primary_endpoint(conns, journal)
-        if not primary or primary == endpoint:
-            break
-        endpoint = primary
+        route = conns.route(journal)
+        # After a failed call the route is forgotten: the bootstrap address comes next.
+        members = [primary_endpoint(conns, journal), *(route.endpoints if route is not None else ())]
+        members.append(conns.append_endpoint(journal))
+        endpoint = next((e for e in members if e and e not in asked), "")
     return best
 
 
@@ -196,20 +207,48 @@ def settle(
         frags = ordered([*frags, *list_fragments(conns, journal, signature_ttl=signature_ttl)])
 
 
+#: Fragments per page of a member's own listing (:func:`member_listing`; 0: the broker's
+#: default, 1,000 on Gazette).
+MEMBER_PAGE_LIMIT = 0
+
+
 def _members_listings(conns: Connections, journal: str, signature_ttl: float | None) -> list[ListedFragment]:
-    """Every route member's own listing (``do_not_proxy``, its first page), merged; members that
-    fail are left out (the listing through the route, with its retries, is always included)."""
+    """Every route member's own listing (:func:`member_listing`), merged; members that fail are
+    left out (the listing through the route, with its retries, is always included)."""
     out = list(list_fragments(conns, journal, signature_ttl=signature_ttl))
     route = conns.route(journal)
     for endpoint in list(route.endpoints) if route is not None else []:
-        request = pb.FragmentsRequest(journal=journal, do_not_proxy=True)
-        if signature_ttl:
-            request.signatureTTL.seconds = int(signature_ttl)
+        out.extend(member_listing(conns, journal, endpoint, signature_ttl))
+    return out
+
+
+def member_listing(
+    conns: Connections,
+    journal: str,
+    endpoint: str,
+    signature_ttl: float | None = None,
+    page_limit: int | None = None,
+) -> list[ListedFragment]:
+    """The fragments of ``journal`` in the index of the broker at ``endpoint`` (``do_not_proxy``:
+    a route member answers from its own index), every page (``next_page_token``, ``page_limit``
+    fragments a page, default :data:`MEMBER_PAGE_LIMIT`). The pages up to a failed call (a dead
+    member, a non-member's refusal, another status) are returned; the failure is only logged."""
+    request = pb.FragmentsRequest(
+        journal=journal, do_not_proxy=True, page_limit=MEMBER_PAGE_LIMIT if page_limit is None else page_limit
+    )
+    if signature_ttl:
+        request.signatureTTL.seconds = int(signature_ttl)
+    out: list[ListedFragment] = []
+    while True:
         try:
             resp = conns.stub(endpoint).ListFragments(request, **conns.call_kwargs(conns.config.timeout or 30.0))
         except grpc.RpcError as e:
             log.debug("ListFragments of %r at %s failed: %s", journal, endpoint, e)
-            continue
-        if resp.status == pb.OK:
-            out.extend(ListedFragment(f.spec, f.signed_url) for f in resp.fragments)
-    return out
+            return out
+        if resp.status != pb.OK:
+            log.debug("ListFragments of %r at %s: %s", journal, endpoint, pb.Status.Name(resp.status))
+            return out
+        out.extend(ListedFragment(f.spec, f.signed_url) for f in resp.fragments)
+        if not resp.next_page_token or resp.next_page_token == request.next_page_token:
+            return out
+        request.next_page_token = resp.next_page_token
