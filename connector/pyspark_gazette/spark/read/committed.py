@@ -37,19 +37,23 @@ and a second partition would have to re-read the first one's range to learn its 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from pyspark_gazette.flow.documents import TXN_MASK
 from pyspark_gazette.message import Envelope, Flags, Framing, Outcome, Sequencer
+from pyspark_gazette.message.sequencer import _Producer
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.arrow_output import uuid_parts
 from pyspark_gazette.spark.read.flow import output_builder
 from pyspark_gazette.spark.read.plan import GazettePartition, Segment, Snapshot, segments
 from pyspark_gazette.spark.read.segments import Messages, partition_messages, segment_messages
+from pyspark_gazette.spark.read.uuid_columns import uuid_columns
 
 log = logging.getLogger(__name__)
 
@@ -159,16 +163,6 @@ def committed_partition(snap: Snapshot, start, end: int, opts: ReadOptions, inde
         begin, cut = window_start(snap, s, opts.read_committed_lookback)
     segs = segments(snap, begin, end, opts)
     return CommittedStreamPartition(index, snap.name, snap.framing, tuple(segs), s, cut, producers)
-
-
-def scan_state(snap: Snapshot, start, end: int, opts: ReadOptions) -> dict:
-    """Driver side: the offset entry of ``end`` with the sequencer's state there, from the batch
-    ``[start, end)`` (``start`` an offset entry). Reads what the batch's task reads, UUIDs only."""
-    part = committed_partition(snap, start, end, opts, 0)
-    window = WindowFilter(part, opts, emit=False)
-    for msgs in partition_messages(part, opts):
-        window.filter(msgs)
-    return entry(end, window.producer_states())
 
 
 class _Quiet(logging.Filter):
@@ -307,7 +301,9 @@ def read_committed_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of one read-committed micro-batch partition (executor side)."""
     builder = output_builder(schema, opts, part.framing)
-    window = WindowFilter(part, opts)
+    # A window cut by the lookback (an offset without state) keeps the sequencer's own filter,
+    # which reports transactions that may have begun before the window.
+    window: FastWindow | WindowFilter = WindowFilter(part, opts) if part.lookback_cut else FastWindow(part, opts)
     for msgs in partition_messages(part, opts):
         kept = window.filter(msgs)
         if kept is None:
@@ -316,3 +312,229 @@ def read_committed_batches(
         if batch is not None and batch.num_rows:
             yield batch
     window.finish()
+
+
+# -- the fast path: the same sequencing over numpy columns ------------------------------------
+
+#: A span's held messages (its CONTINUE_TXN messages not yet committed) keep their 1 MiB pieces
+#: alive; past this many bytes of pieces a span forgets its oldest pieces and its commit replays
+#: them from the journal instead, as the sequencer's bounded ring does.
+HOLD_BYTES = 64 << 20
+
+
+class _State:
+    """One producer's sequencing state (the sequencer's ``_Producer``): last ACK clock (``min``),
+    highest clock of the open span (``max``), its begin offset or -1, and the span's messages
+    still held (piece number, row, clock), oldest first."""
+
+    __slots__ = ("min", "max", "begin", "held")
+
+    def __init__(self, lo: int, hi: int, begin: int = -1):
+        self.min, self.max, self.begin = lo, hi, begin
+        self.held: list[tuple[int, int, int]] = []
+
+
+def _restored(producers: tuple[ProducerState, ...] | None) -> dict[int, _State]:
+    return {int(p, 16): _State(ack, ack, begin) for p, ack, begin in producers or ()}
+
+
+def _pruned(states: dict[int, _State]) -> tuple[ProducerState, ...]:
+    """The states as an offset's producers, pruned as :meth:`Sequencer.checkpoint` prunes."""
+    newest = max((st.min for st in states.values()), default=0)
+    newest = max(newest, 0)
+    horizon = int(PRUNE_HORIZON * 10_000_000) << 4
+    return tuple(
+        (format(p, "012x"), st.min, st.begin) for p, st in sorted(states.items()) if not st.max < newest - horizon
+    )
+
+
+def advance(states: dict[int, _State], producer, clock, flags, begins) -> None:
+    """Move ``states`` over messages (numpy columns, journal order) as Gazette's sequencer does.
+
+    Only the state is tracked: whatever a commit emits, the producer's state after it is its
+    committing clock with no open span, so no message needs holding."""
+    keep = np.flatnonzero(clock)  # clock 0: committed at once, no state
+    if not keep.size:
+        return
+    for p, c, f, b in zip(
+        producer[keep].tolist(), clock[keep].tolist(), flags[keep].tolist(), begins[keep].tolist(), strict=True
+    ):
+        st = states.get(p)
+        if st is None:
+            st = states[p] = _State(c - 1, c - 1)
+        if f == Flags.CONTINUE_TXN:
+            if c > st.max:  # else a duplicate, or at or below the last ACK
+                if st.begin == -1:
+                    st.begin = b
+                st.max = c
+        elif f == Flags.ACK_TXN or c > st.min:  # an ACK commits or rolls back; OUTSIDE commits
+            st.min = st.max = c
+            st.begin = -1
+
+
+def scan_state(snap: Snapshot, start, end: int, opts: ReadOptions) -> dict:
+    """Driver side: the offset entry of ``end`` with the sequencer's state there, from the batch
+    ``[start, end)`` (``start`` an offset entry). Reads what the batch's task reads, UUIDs only,
+    and tracks producer states in numpy columns (:func:`advance`)."""
+    part = committed_partition(snap, start, end, opts, 0)
+    states = _restored(part.producers)
+    for msgs in partition_messages(part, opts):
+        producer, clock, flags = uuid_columns(msgs.values, part.framing, opts.uuid_pointer, opts.uuid_field)
+        if opts.collection:
+            flags &= TXN_MASK
+        advance(states, producer, clock, flags, msgs.offsets.to_numpy())
+    return entry(end, _pruned(states))
+
+
+class FastWindow:
+    """:class:`WindowFilter` (``emit=True``) over numpy columns: the same messages in the same
+    order, with a Python step per message of a few integer operations and one ``take`` per
+    commit instead of an :class:`Envelope` and the sequencer's ring.
+
+    Held span messages stay in their pieces (bounded by :data:`HOLD_BYTES`); a commit whose span
+    begins before what is held replays ``[begin, first held message)`` from the journal, as the
+    sequencer asks for a replay when its ring no longer holds a span's start."""
+
+    def __init__(self, part: CommittedStreamPartition, opts: ReadOptions):
+        self.part, self.opts = part, opts
+        self.states = _restored(part.producers)
+        self.pieces: dict[int, Messages] = {}
+        self._next = 0
+        self.hold_bytes = HOLD_BYTES
+
+    def _columns(self, msgs: Messages):
+        producer, clock, flags = uuid_columns(
+            msgs.values, self.part.framing, self.opts.uuid_pointer, self.opts.uuid_field
+        )
+        if self.opts.collection:
+            flags &= TXN_MASK
+        return producer, clock, flags
+
+    def _add(self, msgs: Messages) -> int:
+        n = self._next
+        self._next += 1
+        self.pieces[n] = msgs
+        return n
+
+    def filter(self, msgs: Messages) -> Messages | None:
+        emit_from, states = self.part.emit_from, self.states
+        producer, clock, flags = self._columns(msgs)
+        piece = self._add(msgs)
+        offsets = msgs.offsets.to_numpy()
+        out: list[tuple[int, int]] = []  # (piece, row) in emit order
+        for i, p, c, f, b in zip(
+            range(len(offsets)), producer.tolist(), clock.tolist(), flags.tolist(), offsets.tolist(), strict=True
+        ):
+            if c == 0:
+                if b >= emit_from:
+                    out.append((piece, i))
+                continue
+            st = states.get(p)
+            if st is None:
+                st = states[p] = _State(c - 1, c - 1)
+            if f == Flags.CONTINUE_TXN:
+                if c > st.max:
+                    if st.begin == -1:
+                        st.begin = b
+                    st.max = c
+                    st.held.append((piece, i, c))
+            elif f == Flags.ACK_TXN:
+                if c < st.min and b >= emit_from:
+                    self._log(
+                        msgs,
+                        i,
+                        p,
+                        c,
+                        f,
+                        st,
+                        "ACK_TXN below the last ACK: loss of exactly-once (an upstream checkpoint regressed)",
+                    )
+                if c > st.min and st.begin != -1 and b >= emit_from:
+                    self._commit(p, st, c, b, out)
+                st.min = st.max = c
+                st.begin = -1
+                st.held = []
+            else:
+                if f != Flags.OUTSIDE_TXN and b >= emit_from:
+                    self._log(msgs, i, p, c, f, st, f"unexpected UUID flags {f:#x}, treated as OUTSIDE_TXN")
+                if c > st.min:
+                    if st.begin != -1 and b >= emit_from:
+                        self._log(
+                            msgs,
+                            i,
+                            p,
+                            c,
+                            f,
+                            st,
+                            "OUTSIDE_TXN discards a pending CONTINUE_TXN span of the same producer",
+                        )
+                    if b >= emit_from:
+                        out.append((piece, i))
+                    st.min = st.max = c
+                    st.begin = -1
+                    st.held = []
+        kept = self._gather(out, msgs.mod_time)
+        self._trim(piece)
+        return kept
+
+    def _commit(self, p: int, st: _State, ack: int, at: int, out: list[tuple[int, int]]) -> None:
+        """Emit ``st``'s span committed by an ACK of clock ``ack`` at offset ``at``: the replay of
+        what is no longer held, then the held messages, skipping duplicates and clocks past ``ack``."""
+        lo = st.min
+        first_held = self.pieces[st.held[0][0]].offsets[st.held[0][1]].as_py() if st.held else at
+        if st.begin < first_held:
+            for msgs in self._replay(st.begin, first_held):
+                producer, clock, _ = self._columns(msgs)
+                rows = np.flatnonzero((producer == np.uint64(p)) & (clock != 0))
+                if not rows.size:
+                    continue
+                piece = self._add(msgs)
+                for i, c in zip(rows.tolist(), clock[rows].tolist(), strict=True):
+                    if lo < c <= ack:
+                        out.append((piece, i))
+                        lo = c
+        for piece, i, c in st.held:
+            if lo < c <= ack:
+                out.append((piece, i))
+                lo = c
+
+    def _replay(self, begin: int, end: int) -> Iterator[Messages]:
+        """The journal's messages beginning in ``[begin, end)`` (a replay, read again)."""
+        return segment_messages(Segment(self.part.journal, begin, end), self.part.framing, self.opts)
+
+    def _gather(self, out: list[tuple[int, int]], mod_time: int) -> Messages | None:
+        if not out:
+            return None
+        offsets, values = [], []
+        for piece, run in itertools.groupby(out, key=lambda x: x[0]):
+            rows = pa.array([i for _, i in run], pa.int64())
+            src = self.pieces[piece]
+            offsets.append(src.offsets.take(rows))
+            values.append(
+                src.values.take(rows).cast(pa.binary())
+                if pa.types.is_large_binary(src.values.type)
+                else src.values.take(rows)
+            )
+        return Messages(pa.concat_arrays(offsets), pa.concat_arrays(values), mod_time)
+
+    def _trim(self, current: int) -> None:
+        """Forget pieces no held message needs; past :data:`HOLD_BYTES`, the oldest held ones."""
+        live = {piece for st in self.states.values() for piece in {h[0] for h in st.held}}
+        for n in [n for n in self.pieces if n not in live]:
+            del self.pieces[n]
+        while sum(m.values.nbytes for m in self.pieces.values()) > self.hold_bytes and len(self.pieces) > 1:
+            oldest = min(self.pieces)
+            for st in self.states.values():
+                st.held = [h for h in st.held if h[0] != oldest]
+            del self.pieces[oldest]
+
+    def _log(self, msgs: Messages, i: int, p: int, c: int, f: int, st: _State, what: str) -> None:
+        raw = msgs.values[i].as_py()
+        begin = msgs.offsets[i].as_py()
+        env = Envelope(
+            self.part.journal, begin, begin + self.part.framing.framed_size(len(raw)), p.to_bytes(6, "big"), c, f, raw
+        )
+        Sequencer._log(env, _Producer(self.part.journal, env.producer, st.min, st.max, st.begin), what)
+
+    def finish(self) -> None:
+        pass
