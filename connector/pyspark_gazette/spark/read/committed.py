@@ -37,7 +37,6 @@ and a second partition would have to re-read the first one's range to learn its 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 from collections.abc import Iterator
 
@@ -356,6 +355,17 @@ def advance(states: dict[int, _State], producer, clock, flags, begins) -> None:
     keep = np.flatnonzero(clock)  # clock 0: committed at once, no state
     if not keep.size:
         return
+    # An ACK leaves its producer at (its clock, its clock, no span) whatever came before: start
+    # each producer at its last ACK, and step through the messages after it only.
+    ids, inverse = np.unique(producer[keep], return_inverse=True)
+    acked = flags[keep] == Flags.ACK_TXN
+    last = np.full(len(ids), -1, np.int64)
+    np.maximum.at(last, inverse[acked], np.flatnonzero(acked))
+    for p, i in zip(ids.tolist(), last.tolist(), strict=True):
+        if i >= 0:
+            c = int(clock[keep[i]])
+            states[p] = _State(c, c)
+    keep = keep[np.arange(len(keep)) > last[inverse]]
     for p, c, f, b in zip(
         producer[keep].tolist(), clock[keep].tolist(), flags[keep].tolist(), begins[keep].tolist(), strict=True
     ):
@@ -417,10 +427,98 @@ class FastWindow:
         return n
 
     def filter(self, msgs: Messages) -> Messages | None:
-        emit_from, states = self.part.emit_from, self.states
         producer, clock, flags = self._columns(msgs)
         piece = self._add(msgs)
         offsets = msgs.offsets.to_numpy()
+        out = self._vectorised(piece, producer, clock, flags, offsets)
+        if out is None:
+            stepped = self._stepped(msgs, piece, producer, clock, flags, offsets)
+            out = (np.array([x for x, _ in stepped], np.int64), np.array([y for _, y in stepped], np.int64))
+        kept = self._gather(*out, msgs.mod_time)
+        self._trim(piece)
+        return kept
+
+    def _vectorised(self, piece: int, producer, clock, flags, offsets) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(pieces, rows)`` emitted by a piece, in numpy, when every producer's clocks rise
+        strictly through it from above its state (a publisher's clocks always do): then every
+        CONTINUE_TXN message extends its span, every OUTSIDE_TXN message and ACK commits, and an
+        ACK commits all of its span. ``None`` (step through the piece) otherwise, or where the
+        sequencer would report something (an OUTSIDE_TXN message discarding a span, odd flags)."""
+        emit_from, states = self.part.emit_from, self.states
+        nz = np.flatnonzero(clock)
+        if nz.size and int(flags[nz].max()) > Flags.ACK_TXN:
+            return None
+        ids, inverse = np.unique(producer[nz], return_inverse=True)
+        if len(ids) > 64:
+            return None
+        keys, subs, pieces, rows = [], [], [], []
+        zero = np.flatnonzero(clock == 0)  # committed at once
+        zero = zero[offsets[zero] >= emit_from]
+        keys.append(zero), subs.append(zero), pieces.append(np.full(zero.size, piece)), rows.append(zero)
+        updates = []
+        for k, p in enumerate(ids.tolist()):
+            r = nz[inverse == k]
+            c, f, b = clock[r], flags[r], offsets[r]
+            st = states.get(p)
+            first = int(c[0])
+            if (st is not None and first <= st.max) or (c.size > 1 and not (c[1:] > c[:-1]).all()):
+                return None
+            reset = f != Flags.CONTINUE_TXN
+            m = r.size
+            at = np.flatnonzero(reset)
+            open_before = st is not None and st.begin != -1
+            # An OUTSIDE_TXN message after an open span discards it (and the sequencer logs it).
+            prev_cont = np.zeros(m, bool)
+            prev_cont[1:] = f[:-1] == Flags.CONTINUE_TXN
+            if at.size and open_before:
+                prev_cont[at[0]] |= True
+            if (prev_cont & (f == Flags.OUTSIDE_TXN) & (b >= emit_from)).any():
+                return None
+            pos = np.where(reset, np.arange(m), m)
+            nxt = np.minimum.accumulate(pos[::-1])[::-1]  # the next reset at or after each message
+            cont = np.flatnonzero(~reset & (nxt < m))
+            by_ack = cont[f[nxt[cont]] == Flags.ACK_TXN]
+            by_ack = by_ack[b[nxt[by_ack]] >= emit_from]
+            if open_before and at.size and f[at[0]] == Flags.ACK_TXN and b[at[0]] >= emit_from:
+                # A span begun before this piece, committed by the producer's first ACK here: its
+                # held (or replayed) messages come first, then those here above their clocks.
+                before: list[tuple[int, int]] = []
+                lo = self._commit(p, st, int(c[at[0]]), int(b[0]), before)  # type: ignore[arg-type]
+                by_ack = by_ack[(nxt[by_ack] != at[0]) | (c[by_ack] > np.uint64(lo))]
+                if before:
+                    n = len(before)
+                    keys.append(np.full(n, r[at[0]])), subs.append(np.arange(n) - n)
+                    pieces.append(np.array([x for x, _ in before], np.int64))
+                    rows.append(np.array([y for _, y in before], np.int64))
+            outside = np.flatnonzero(f == Flags.OUTSIDE_TXN)
+            outside = outside[b[outside] >= emit_from]
+            keys += [r[nxt[by_ack]], r[outside]]
+            subs += [r[by_ack], r[outside]]
+            pieces += [np.full(by_ack.size + outside.size, piece)]
+            rows += [np.concatenate([r[by_ack], r[outside]])]
+            updates.append((p, st, r, c, f, b, at, open_before))
+        for p, st, r, c, _f, b, at, _ in updates:
+            if st is None:
+                st = states[p] = _State(int(c[0]) - 1, int(c[0]) - 1)
+            if at.size:
+                last = int(at[-1])
+                st.min = st.max = int(c[last])
+                st.begin, st.held = -1, []
+                tail = slice(last + 1, None)
+            else:
+                tail = slice(0, None)
+            if r[tail].size:
+                if st.begin == -1:
+                    st.begin = int(b[tail][0])
+                st.max = int(c[-1])
+                st.held.extend(zip([piece] * r[tail].size, r[tail].tolist(), c[tail].tolist(), strict=True))
+        key, sub = np.concatenate(keys), np.concatenate(subs)
+        order = np.lexsort((sub, key))
+        return np.concatenate(pieces)[order], np.concatenate(rows)[order]
+
+    def _stepped(self, msgs: Messages, piece: int, producer, clock, flags, offsets) -> list[tuple[int, int]]:
+        """The (piece, row) emitted by a piece, one message at a time (any clocks and flags)."""
+        emit_from, states = self.part.emit_from, self.states
         out: list[tuple[int, int]] = []  # (piece, row) in emit order
         for i, p, c, f, b in zip(
             range(len(offsets)), producer.tolist(), clock.tolist(), flags.tolist(), offsets.tolist(), strict=True
@@ -473,11 +571,9 @@ class FastWindow:
                     st.min = st.max = c
                     st.begin = -1
                     st.held = []
-        kept = self._gather(out, msgs.mod_time)
-        self._trim(piece)
-        return kept
+        return out
 
-    def _commit(self, p: int, st: _State, ack: int, at: int, out: list[tuple[int, int]]) -> None:
+    def _commit(self, p: int, st: _State, ack: int, at: int, out: list[tuple[int, int]]) -> int:
         """Emit ``st``'s span committed by an ACK of clock ``ack`` at offset ``at``: the replay of
         what is no longer held, then the held messages, skipping duplicates and clocks past ``ack``."""
         lo = st.min
@@ -497,24 +593,22 @@ class FastWindow:
             if lo < c <= ack:
                 out.append((piece, i))
                 lo = c
+        return lo
 
     def _replay(self, begin: int, end: int) -> Iterator[Messages]:
         """The journal's messages beginning in ``[begin, end)`` (a replay, read again)."""
         return segment_messages(Segment(self.part.journal, begin, end), self.part.framing, self.opts)
 
-    def _gather(self, out: list[tuple[int, int]], mod_time: int) -> Messages | None:
-        if not out:
+    def _gather(self, pieces: np.ndarray, rows: np.ndarray, mod_time: int) -> Messages | None:
+        if not rows.size:
             return None
         offsets, values = [], []
-        for piece, run in itertools.groupby(out, key=lambda x: x[0]):
-            rows = pa.array([i for _, i in run], pa.int64())
-            src = self.pieces[piece]
-            offsets.append(src.offsets.take(rows))
-            values.append(
-                src.values.take(rows).cast(pa.binary())
-                if pa.types.is_large_binary(src.values.type)
-                else src.values.take(rows)
-            )
+        cut = np.flatnonzero(pieces[1:] != pieces[:-1]) + 1
+        for lo, hi in zip([0, *cut.tolist()], [*cut.tolist(), rows.size], strict=True):
+            src, take = self.pieces[int(pieces[lo])], pa.array(rows[lo:hi])
+            vals = src.values.take(take)
+            offsets.append(src.offsets.take(take))
+            values.append(vals.cast(pa.binary()) if pa.types.is_large_binary(vals.type) else vals)
         return Messages(pa.concat_arrays(offsets), pa.concat_arrays(values), mod_time)
 
     def _trim(self, current: int) -> None:

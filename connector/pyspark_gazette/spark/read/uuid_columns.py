@@ -17,6 +17,7 @@ import json
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pyspark_gazette.message import Framing
 from pyspark_gazette.message.uuids import _pointer_keys
@@ -57,36 +58,33 @@ def uuid_columns(
     flags = np.zeros(n, np.int64)
     slow = np.ones(n, bool)
     head = _head(pointer) if framing.name == "ndjson" else None
-    wide = pa.types.is_large_binary(values.type)
-    if head is not None and n and values.null_count == 0 and (wide or pa.types.is_binary(values.type)):
-        _, off_buf, data_buf = values.buffers()
-        size = 8 if wide else 4
-        offsets = np.frombuffer(off_buf, np.int64 if wide else np.int32, n + 1, values.offset * size)
-        data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    if head is not None and n and values.null_count == 0 and pa.types.is_binary(values.type):
         width = len(head) + 37  # head, 36 characters, closing quote
-        starts = offsets[:-1].astype(np.int64)
-        room = (offsets[1:] - offsets[:-1]) >= width
-        idx = np.where(room, starts, 0)[:, None] + np.arange(width)
-        grid = data[np.minimum(idx, max(len(data) - 1, 0))] if len(data) else np.zeros((n, width), np.uint8)
+        lengths = pc.binary_length(values).to_numpy()
+        room = lengths >= width
+        if room.all():
+            sliced = pc.binary_slice(values, 0, width)
+        else:  # short messages are padded to the width (they cannot match the head's quote)
+            pad = pa.scalar(b"\0" * width, pa.binary())
+            sliced = pc.binary_slice(pc.binary_join_element_wise(values, pad, pa.scalar(b"", pa.binary())), 0, width)
+        grid = np.frombuffer(sliced.buffers()[2], np.uint8, n * width, 0).reshape(n, width)
         text = grid[:, len(head) : len(head) + 36]
         ok = room & (grid[:, : len(head)] == np.frombuffer(head, np.uint8)).all(axis=1)
         ok &= grid[:, -1] == ord('"')
         ok &= (text[:, [8, 13, 18, 23]] == ord("-")).all(axis=1)
         nib = _HEX[text[:, _DIGITS]]
         ok &= (nib != 255).all(axis=1)
-        raw = (nib[:, 0::2].astype(np.uint64) << np.uint64(4)) | nib[:, 1::2].astype(np.uint64)  # 16 bytes
-        valid = ok & ((raw[:, 6] >> np.uint64(4)) == 1) & ((raw[:, 8] & np.uint64(0xC0)) == 0x80)
+        raw = np.ascontiguousarray((nib[:, 0::2] << 4) | nib[:, 1::2])  # the UUID's 16 bytes
+        words = raw.view(">u8").astype(np.uint64)  # bytes 0-7 and 8-15, big-endian
+        hi, lo = words[:, 0], words[:, 1]
         s = np.uint64
-        low = raw[:, 0] << s(24) | raw[:, 1] << s(16) | raw[:, 2] << s(8) | raw[:, 3]
-        mid = raw[:, 4] << s(8) | raw[:, 5]
-        high = (raw[:, 6] << s(8) | raw[:, 7]) & s(0x0FFF)
-        counter = (raw[:, 8] >> s(2)) & s(0xF)
-        node = np.zeros(n, np.uint64)
-        for k in range(10, 16):
-            node = node << s(8) | raw[:, k]
-        producer = np.where(valid, node, s(0))
-        clock = np.where(valid, high << s(52) | mid << s(36) | low << s(4) | counter, s(0))
-        flags = np.where(valid, ((raw[:, 8] << s(8) | raw[:, 9]) & s(0x3FF)).astype(np.int64), 0)
+        version, variant = (hi >> s(12)) & s(0xF), (lo >> s(62)) & s(0x3)
+        valid = ok & (version == 1) & (variant == 2)
+        time_low, time_mid, time_high = hi >> s(32), (hi >> s(16)) & s(0xFFFF), hi & s(0x0FFF)
+        counter = (lo >> s(58)) & s(0xF)
+        producer = np.where(valid, lo & s(0xFFFFFFFFFFFF), s(0))
+        clock = np.where(valid, time_high << s(52) | time_mid << s(36) | time_low << s(4) | counter, s(0))
+        flags = np.where(valid, ((lo >> s(48)) & s(0x3FF)).astype(np.int64), 0)
         slow = ~ok
     rest = np.flatnonzero(slow)
     if rest.size:
