@@ -18,9 +18,18 @@ its last ACK and the first offset of its open transaction, or -1)::
   sizing, and a re-run of a batch from the checkpoint gives the same rows.
 * The state at ``E`` is computed on the driver when ``latestOffset`` fixes ``E`` (Spark fixes a
   batch's end before any task reads, and tasks cannot hand state back): :func:`scan_state`
-  sequences ``[S, E)`` from the state at ``S``, reading message UUIDs only, the same messages
-  the task reads. Producers last seen more than :data:`PRUNE_HORIZON` seconds (of their clocks)
-  before the journal's newest ACK are dropped, as Gazette's consumers do.
+  reads the same messages the task reads and moves the producer states over their UUIDs
+  (:func:`advance`: an ACK sets its producer's state whatever came before, so only the messages
+  after each producer's last ACK are stepped through). Producers last seen more than
+  :data:`PRUNE_HORIZON` seconds (of their clocks) before the journal's newest ACK are dropped,
+  as Gazette's consumers do.
+* Speed: UUIDs are read as numpy columns
+  (:func:`~pyspark_gazette.spark.read.uuid_columns.uuid_columns`), and the task's
+  :class:`FastWindow` emits a whole piece of messages with array operations when every
+  producer's clocks rise through it (what a publisher writes); any other piece is stepped
+  through message by message. Both give exactly what Gazette's sequencer
+  (:class:`~pyspark_gazette.message.Sequencer`, which :class:`WindowFilter` drives) gives; the
+  unit tests compare them on random journals cut anywhere.
 * An offset **without** state (a bare integer: the stream's starting offsets, a journal that
   appeared later, or a checkpoint written before offsets carried state) is rebuilt from a
   window: the sequencer starts at ``W = max(S - readCommittedLookbackBytes, start of the content
@@ -119,6 +128,9 @@ class CommittedStreamPartition(GazettePartition):
     emit_from: int
     lookback_cut: bool
     producers: tuple[ProducerState, ...] | None
+    #: Segments of ``[oldest open span's begin, emit_from)`` (restored state only): replays read
+    #: their fragments straight from the store, as the batch's own segments are read.
+    replay_segments: tuple
 
     def __init__(
         self,
@@ -129,11 +141,13 @@ class CommittedStreamPartition(GazettePartition):
         emit_from: int,
         lookback_cut: bool,
         producers: tuple[ProducerState, ...] | None = None,
+        replay_segments: tuple = (),
     ):
         super().__init__(index, journal, framing, segments)
         object.__setattr__(self, "emit_from", emit_from)
         object.__setattr__(self, "lookback_cut", lookback_cut)
         object.__setattr__(self, "producers", producers)
+        object.__setattr__(self, "replay_segments", replay_segments)
 
 
 def window_start(snap: Snapshot, start: int, lookback: int) -> tuple[int, bool]:
@@ -161,7 +175,14 @@ def committed_partition(snap: Snapshot, start, end: int, opts: ReadOptions, inde
     else:
         begin, cut = window_start(snap, s, opts.read_committed_lookback)
     segs = segments(snap, begin, end, opts)
-    return CommittedStreamPartition(index, snap.name, snap.framing, tuple(segs), s, cut, producers)
+    replay: tuple = ()
+    opened = [b for _, _, b in producers or () if 0 <= b < s]
+    if opened:
+        try:
+            replay = tuple(segments(snap, min(opened), s, opts, start_is_boundary=True))
+        except Exception:  # a hole before the batch: replays go through the broker, which reports it
+            replay = ()
+    return CommittedStreamPartition(index, snap.name, snap.framing, tuple(segs), s, cut, producers, replay)
 
 
 class _Quiet(logging.Filter):
@@ -596,8 +617,20 @@ class FastWindow:
         return lo
 
     def _replay(self, begin: int, end: int) -> Iterator[Messages]:
-        """The journal's messages beginning in ``[begin, end)`` (a replay, read again)."""
-        return segment_messages(Segment(self.part.journal, begin, end), self.part.framing, self.opts)
+        """The journal's messages beginning in ``[begin, end)`` (a replay, read again): through the
+        planned segments that cover the range (fragments read from the store), else the broker."""
+        pieces = []
+        for seg in (*self.part.replay_segments, *self.part.segments):
+            b, e = max(seg.begin, begin), min(seg.end, end)
+            if b < e:
+                pieces.append(dataclasses.replace(seg, begin=b, end=e, boundary=True if b == begin else seg.boundary))
+        covered = begin
+        for seg in pieces:
+            covered = seg.end if seg.begin <= covered else covered
+        if not pieces or pieces[0].begin != begin or covered < end:
+            pieces = [Segment(self.part.journal, begin, end)]
+        for seg in pieces:
+            yield from segment_messages(seg, self.part.framing, self.opts)
 
     def _gather(self, pieces: np.ndarray, rows: np.ndarray, mod_time: int) -> Messages | None:
         if not rows.size:
