@@ -472,10 +472,9 @@ class FastWindow:
         ids, inverse = np.unique(producer[nz], return_inverse=True)
         if len(ids) > 64:
             return None
-        keys, subs, pieces, rows = [], [], [], []
         zero = np.flatnonzero(clock == 0)  # committed at once
         zero = zero[offsets[zero] >= emit_from]
-        keys.append(zero), subs.append(zero), pieces.append(np.full(zero.size, piece)), rows.append(zero)
+        keys, subs, pieces, rows = [zero], [zero], [np.full(zero.size, piece)], [zero]
         updates = []
         for k, p in enumerate(ids.tolist()):
             r = nz[inverse == k]
@@ -508,7 +507,8 @@ class FastWindow:
                 by_ack = by_ack[(nxt[by_ack] != at[0]) | (c[by_ack] > np.uint64(lo))]
                 if before:
                     n = len(before)
-                    keys.append(np.full(n, r[at[0]])), subs.append(np.arange(n) - n)
+                    keys.append(np.full(n, r[at[0]]))
+                    subs.append(np.arange(n) - n)
                     pieces.append(np.array([x for x, _ in before], np.int64))
                     rows.append(np.array([y for _, y in before], np.int64))
             outside = np.flatnonzero(f == Flags.OUTSIDE_TXN)
