@@ -80,7 +80,7 @@ FLOW_SUBSET := tests/integration/test_client.py tests/integration/test_client_he
 	tests/oracle/test_flow_collection_oracle.py
 
 test-gazette-flow: $(STAMP) $(GAZETTE_STAMP) $(FLOW_STAMP)  ## the both-brokers subset against the Gazette commit Estuary Flow pins
-	GAZETTE_PEER=flow PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -p no:cacheprovider $(FLOW_SUBSET) -k "gazette and not protobuf"
+	GAZETTE_PEER=flow PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(FLOW_SUBSET) -k "gazette and not protobuf"
 
 dev-cluster: $(STAMP) $(GAZETTE_STAMP)  ## run a real Gazette cluster (etcd + 3 brokers) on loopback until Ctrl-C
 	$(PY) tests/realgazette.py
@@ -116,8 +116,16 @@ EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN)
 
 # The cluster tier runs in a pytest process of its own: its driver JVM is bound to the tier's test
 # network, and pyspark would reuse that JVM for the local sessions of the other tiers.
+#
+# Everything but the cluster tier runs in TEST_WORKERS processes (pytest-xdist), a test file per
+# process at a time: the tests wait on brokers, JVMs and subprocesses much of the time, so two
+# processes keep two cores busier than one (docs/benchmarks.md, "The test suite's own time").
+# TEST_WORKERS=0 runs them in this process, one at a time.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: $(STAMP) $(GAZETTE_IF_GO) $(EMULATORS_IF_TOOLS)  ## run every test tier (unit, integration, spark, real Gazette, cluster)
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest --ignore=tests/cluster
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(XDIST) --ignore=tests/cluster
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests/cluster
 
 # The oldest PySpark pyproject.toml allows (pyspark>=4.2), in a venv of its own, for a smoke
@@ -126,15 +134,17 @@ OLDEST_PYSPARK := 4.2.0
 OLD_VENV := .venv-oldest
 OLD_STAMP := $(OLD_VENV)/.installed-$(OLDEST_PYSPARK)
 SMOKE := tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_stream_source.py tests/spark/test_user_errors.py
+# The smoke subset needs only the runtime and pytest (not the ~370-package dev toolchain).
+SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"
 
 $(OLD_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OLD_VENV)/bin/python -m pip install -q -e ".[dev]" "pyspark==$(OLDEST_PYSPARK)"
+	$(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS)
 	rm -f $(OLD_VENV)/.installed-* && touch $@
 
 test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the oldest supported pyspark
-	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(SMOKE) -k "not gazette"
+	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(SMOKE) -k "not gazette"
 
 test-unit: $(STAMP)  ## only the unit tests
 	$(PY) -m pytest tests/unit

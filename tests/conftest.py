@@ -19,6 +19,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # dependencies installed.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Parallel test processes (pytest-xdist workers) keep the fault hooks' files apart
+# (pyspark_gazette.testing.SETTLE_DIR); set before any SparkSession starts, so its workers see it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault(
+        "PYSPARK_GAZETTE_TESTING_DIR", f"/tmp/pyspark-gazette-testing-settle-{os.environ['PYTEST_XDIST_WORKER']}"
+    )
 
 _TIER_BY_DIR = {
     "unit": "unit",
@@ -75,6 +81,34 @@ def s3_bucket(s3_server, request):
     s3 = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1")
     s3.create_bucket(Bucket=name)
     yield name
+
+
+def _fuzzing():
+    """tests/fuzz/fuzzing.py (its tallies), imported from the run's main process too."""
+    if str(ROOT / "tests" / "fuzz") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+    import fuzzing
+
+    return fuzzing
+
+
+def pytest_sessionstart(session):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _fuzzing().clear_parts()  # a previous run's leftovers
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The fuzz suite's table of inputs tried, joined from every process that ran fuzz tests."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    fuzzing = _fuzzing()
+    merged = fuzzing.merge_parts()
+    if merged is None:
+        return
+    terminalreporter.section("fuzz inputs tried")
+    for line in merged.lines():
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(f"fuzz report written to {fuzzing.REPORT_PATH}")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -267,6 +267,20 @@ class SpecError(InvalidInputError):
     """A journal spec is invalid."""
 
 
+class SpecRefusedError(SpecError):
+    """A broker refused an Apply's change as invalid (Gazette's ``JournalSpec.Validate`` on the
+    broker, or the embedded broker's own rules): ``journal`` names the change's journal (empty
+    when the broker's text does not tell which), ``details`` is the broker's reason."""
+
+    def __init__(self, journal: str, details: str, *, delete: bool = False, changes: int = 1):
+        self.journal, self.details = journal, details
+        if journal:
+            what = f"the {'delete' if delete else 'spec'} of journal {journal!r}"
+        else:
+            what = f"an Apply of {changes} change(s)"
+        super().__init__(f"the broker refused {what}: {details}")
+
+
 class StoreURLError(InvalidInputError):
     """A fragment store URL is invalid (scheme, path or query arguments)."""
 

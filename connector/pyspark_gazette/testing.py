@@ -91,7 +91,11 @@ def hold_rpc(core: Any, what: str, journal: str) -> None:
 #: Folder of the settle and read-hold hooks' files (a fixed place: planning and reads run in
 #: Spark's Python workers, which neither share the test's memory nor see environment variables set
 #: after Spark started; the cluster tier's workers have a TMPDIR of their own, so not gettempdir()).
-SETTLE_DIR = os.path.join("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir(), "pyspark-gazette-testing-settle")
+#: ``PYSPARK_GAZETTE_TESTING_DIR``, when set before Spark starts, moves it: parallel test processes
+#: (pytest-xdist workers) each get their own, so hooks armed in one never fire in the other.
+SETTLE_DIR = os.environ.get("PYSPARK_GAZETTE_TESTING_DIR") or os.path.join(
+    "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir(), "pyspark-gazette-testing-settle"
+)
 
 
 def _settle_name(journal: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import pathlib
 import signal
@@ -74,6 +75,37 @@ class Record:
             outcomes = ", ".join(f"{k} {v}" for k, v in e["outcomes"].most_common())
             out.append(f"{name:34} {e['examples']:7d} {e['seconds']:8.2f} {e['slowest']:8.3f}  {outcomes}")
         return out
+
+    def save_part(self) -> None:
+        """Write this process's tally beside the report (one part per pytest-xdist worker, or
+        ``main``); :func:`merge_parts` joins them at the end of the run."""
+        if not self.targets:
+            return
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        REPORT_PATH.parent.mkdir(parents=True, exist_ok=True)
+        data = {k: {**v, "outcomes": dict(v["outcomes"])} for k, v in self.targets.items()}
+        REPORT_PATH.with_name(f"{REPORT_PATH.stem}.part-{worker}.json").write_text(json.dumps(data))
+
+
+def merge_parts() -> Record | None:
+    """Join the parts the run's processes wrote into REPORT_PATH (removing the parts); None when
+    no fuzz test ran."""
+    parts = sorted(REPORT_PATH.parent.glob(f"{REPORT_PATH.stem}.part-*.json"))
+    if not parts:
+        return None
+    merged = Record()
+    for part in parts:
+        for name, e in json.loads(part.read_text()).items():
+            merged.targets[name] = {**e, "outcomes": collections.Counter(e["outcomes"])}
+        part.unlink()
+    data = {k: {**v, "outcomes": dict(v["outcomes"])} for k, v in merged.targets.items()}
+    REPORT_PATH.write_text(json.dumps({"examples_per_target": EXAMPLES, "targets": data}, indent=2))
+    return merged
+
+
+def clear_parts() -> None:
+    for part in REPORT_PATH.parent.glob(f"{REPORT_PATH.stem}.part-*.json"):
+        part.unlink()
 
 
 RECORD = Record()

@@ -215,24 +215,48 @@ def test_read_only_and_write_only_journals(gz):
 
 
 def test_suspend_modes(gz):
+    """Suspension as Gazette's append FSM does it (broker/append_fsm.go): an empty fragment index
+    is suspended FULL, a written one PARTIAL (SUSPEND_NOW, or SUSPEND_IF_FLUSHED once idle);
+    appends that ask to suspend carry no content; RESUME (the default) resumes at the offset."""
+
+    def current(j: str) -> pb.JournalSpec:
+        return gz.list(pb.LabelSelector(include=label_set({"name": j})))[0].journals[0].spec
+
+    def level(j: str) -> int:
+        return current(j).suspend.level
+
     j = gz.create().name
-    assert gz.append(j, b"x", suspend=pb.AppendRequest.SUSPEND_NOW).status == pb.NOT_ALLOWED
     assert gz.append(j, b"x", suspend=pb.AppendRequest.SUSPEND_KEEP).status == pb.NOT_ALLOWED
     assert gz.append(j, suspend=pb.AppendRequest.SUSPEND_KEEP).status == pb.OK
     assert gz.append(j, b"x", suspend=pb.AppendRequest.SUSPEND_NO_RESUME).status == pb.OK
-    # A suspended spec: NO_RESUME is refused, RESUME (the default) resumes it.
-    spec = gz.spec(j)
-    spec.suspend.level = pb.JournalSpec.Suspend.PARTIAL
-    assert gz.apply(pb.ApplyRequest.Change(expect_mod_revision=-1, upsert=spec)).status == pb.OK
+    # In use (written within its flush interval): IF_FLUSHED leaves it; content is refused.
+    assert gz.append(j, suspend=pb.AppendRequest.SUSPEND_IF_FLUSHED).status == pb.OK
+    assert gz.append(j, b"y", suspend=pb.AppendRequest.SUSPEND_IF_FLUSHED).status == pb.NOT_ALLOWED
+    assert level(j) == pb.JournalSpec.Suspend.NONE
+    # NOW: partially suspended at its head; it still serves reads; NO_RESUME is refused.
+    assert gz.append(j, suspend=pb.AppendRequest.SUSPEND_NOW).status == pb.SUSPENDED
+    assert (level(j), current(j).suspend.offset) == (pb.JournalSpec.Suspend.PARTIAL, 1)
+    assert b"".join(r.content for r in gz.read(j)) == b"x"
     assert gz.append(j, b"y", suspend=pb.AppendRequest.SUSPEND_NO_RESUME).status == pb.SUSPENDED
-    assert gz.append(j, b"y", suspend=pb.AppendRequest.SUSPEND_NOW).status == pb.SUSPENDED
-    assert gz.append(j, b"y").status == pb.OK
-    listed = gz.list(pb.LabelSelector(include=label_set({"name": j})))[0].journals[0]
-    assert listed.spec.suspend.level == pb.JournalSpec.Suspend.NONE
-    spec.suspend.level = pb.JournalSpec.Suspend.FULL
+    assert gz.append(j, suspend=pb.AppendRequest.SUSPEND_NOW).status == pb.SUSPENDED
+    assert gz.append(j, b"y").commit.begin == 1  # resumed
+    assert (level(j), current(j).suspend.offset) == (pb.JournalSpec.Suspend.NONE, 1)
+    # An empty journal is fully suspended: reads and listings answer SUSPENDED until resumed.
+    e = gz.create().name
+    assert gz.append(e, b"z", suspend=pb.AppendRequest.SUSPEND_NOW).status == pb.SUSPENDED
+    assert level(e) == pb.JournalSpec.Suspend.FULL
+    assert gz.read(e)[0].status == pb.SUSPENDED
+    assert gz.stub.ListFragments(pb.FragmentsRequest(journal=e)).status == pb.SUSPENDED
+    assert gz.append(e, b"z", suspend=pb.AppendRequest.SUSPEND_NO_RESUME).status == pb.SUSPENDED
+    assert gz.append(e, b"z").commit.begin == 0
+    assert level(e) == pb.JournalSpec.Suspend.NONE
+    # A journal fully suspended at offset 5 (its fragments pruned) resumes there: offsets never
+    # restart.
+    f = gz.create().name
+    spec = current(f)
+    spec.suspend.level, spec.suspend.offset = pb.JournalSpec.Suspend.FULL, 5
     assert gz.apply(pb.ApplyRequest.Change(expect_mod_revision=-1, upsert=spec)).status == pb.OK
-    assert gz.append(j, b"z", suspend=pb.AppendRequest.SUSPEND_NO_RESUME).status == pb.SUSPENDED
-    assert gz.read(j)[0].status == pb.SUSPENDED
+    assert gz.append(f, b"w").commit.begin == 5
 
 
 def test_index_has_greater_offset_when_a_foreign_fragment_is_ahead(gz):

@@ -95,6 +95,11 @@ def test_broker_on_a_port_in_use_is_one_line(tmp_path):
 
 
 def test_cli_errors_are_one_line(tmp_path, clicks):
+    from journalspecs import make_spec
+    from pyspark_gazette.client.specs import dump_specs
+
+    escape = tmp_path / "escape.yaml"
+    escape.write_text(dump_specs([(make_spec("../escape"), 0)]))
     cases = [
         # an address that is not one
         (("journals", "list", "--broker.address", "ftp://x:1"), "--broker.address"),
@@ -111,6 +116,12 @@ def test_cli_errors_are_one_line(tmp_path, clicks):
         (("journals", "lag", "--checkpoint", str(tmp_path), "--broker.address", clicks), "--checkpoint"),
         # a log config that is not YAML
         (("--log-config", str(SPECS.parent), "journals", "list", "--broker.address", clicks), "--log-config"),
+        # a spec only the broker refuses (the embedded broker's '..' rule; Gazette's rules allow it)
+        (
+            ("journals", "apply", "-f", str(escape), "--broker.address", clicks),
+            "error: the broker refused the spec of journal '../escape': "
+            "invalid journal name '../escape': must not begin with '..'",
+        ),
     ]
     for args, named in cases:
         assert named in one_error_line(run(*args)), args

@@ -3,13 +3,17 @@ the embedded broker and a real Gazette v0.103.0 cluster."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
+import sys
 import threading
 
 import pytest
 
 import journalspecs
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
+from pyspark_gazette.client.specs import dump_specs
 from pyspark_gazette.errors import (
     EtcdTransactionFailedError,
     InvalidInputError,
@@ -17,11 +21,12 @@ from pyspark_gazette.errors import (
     NotAllowedError,
     OffsetNotYetAvailableError,
     RegisterMismatchError,
-    TransportError,
+    SpecRefusedError,
     WrongAppendOffsetError,
 )
 from pyspark_gazette.protocol import label_set, pb
 from pyspark_gazette.protocol.labels import parse_selector
+from pyspark_gazette.protocol.specs import spec_problems
 
 
 def make_spec(name: str, *, store: str = "", length: int = 1 << 20, codec: int = pb.NONE, labels=None, flags: int = 0):
@@ -84,12 +89,67 @@ def test_apply_revisions_updates_and_deletes(client, broker):
         client.get_journal("apply/a")
 
 
-def test_invalid_spec_is_a_grpc_error_with_the_reason(client, broker):
-    bad = make_spec("apply/bad")
+#: Specs real Gazette's JournalSpec.Validate refuses that our rules (protocol/specs.py) once let
+#: through: a negative suspend offset, and store URLs Go's url.Parse refuses but Python's does not.
+GO_ONLY_REFUSALS = {
+    "gap/suspend": dict(suspend=-1),
+    "gap/port": dict(store="s3://bucket:abc/p/"),
+    "gap/escape": dict(store="s3://bucket/p%zz/"),
+    "gap/host": dict(store="s3://buc ket/p/"),
+}
+
+
+def _gap_spec(name, suspend=0, store=""):
+    spec = make_spec(name, store=store)
+    if suspend:
+        spec.suspend.offset = suspend
+    return spec
+
+
+def test_a_change_the_broker_refuses_is_one_line_naming_the_journal(client, broker, tmp_path):
+    """Issue 25: a change the broker refuses is a SpecError (SpecRefusedError) naming the journal and
+    the broker's reason, not a 'TransportError: Apply: gRPC UNKNOWN' chain; a stale revision names
+    the journal and both revisions, from the client and from `journals apply` (one line)."""
+    good, bad = make_spec("apply/good"), make_spec("apply/bad")
     bad.fragment.length = 10  # below 1024
-    with pytest.raises(TransportError) as ei:
-        create(broker, client, bad)
-    assert ei.value.code == "UNKNOWN" and "length" in ei.value.details.lower()
+    # The client sends what it is given (the broker validates): the second change is refused and
+    # named, Gazette by its index ("Changes[1]..."), the embedded broker by the journal's name.
+    with pytest.raises(SpecRefusedError) as ei:
+        client.apply([Change(0, upsert=good), Change(0, upsert=bad)])
+    assert ei.value.journal == "apply/bad" and "length" in ei.value.details.lower(), str(ei.value)
+    assert str(ei.value).startswith("the broker refused the spec of journal 'apply/bad': ")
+    assert "\n" not in str(ei.value) and "TransportError" not in str(ei.value)
+    assert client.list_journals("name:prefix=apply/") == []  # one transaction: nothing applied
+
+    # Both sides refuse what real Gazette's Validate refuses (the gaps, now closed, were ours).
+    for name, kwargs in GO_ONLY_REFUSALS.items():
+        spec = _gap_spec(name, **kwargs)
+        assert spec_problems(spec), f"our rules let {name} through"
+        with pytest.raises(SpecRefusedError) as ei:
+            client.apply([Change(0, upsert=spec)])
+        assert ei.value.journal == name, str(ei.value)
+
+    # A stale revision: the journal exists, the change expects it not to (or an old revision).
+    create(broker, client, good)
+    rev = client.get_journal("apply/good").mod_revision
+    with pytest.raises(EtcdTransactionFailedError) as ei:
+        client.apply([Change(rev - 1, upsert=good)])
+    assert f"journal 'apply/good' is at revision {rev}, the change expected revision {rev - 1}" in str(ei.value)
+    specs = tmp_path / "specs.yaml"
+    specs.write_text(dump_specs([(good, 0)]))  # no revision: create
+    out = subprocess.run(
+        [sys.executable, "-m", "pyspark_gazette.cli", "journals", "apply", "-f", str(specs)],
+        env={**os.environ, "BROKER_ADDRESS": broker.address},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 1 and out.stdout == "", out
+    assert out.stderr.splitlines() == [
+        f"error: ETCD_TRANSACTION_FAILED: journal 'apply/good' is at revision {rev}, "
+        "the change expected it not to exist (created, changed or deleted since)"
+    ], out.stderr
 
 
 def test_append_then_read_ranges_and_write_head(client, broker):

@@ -138,6 +138,14 @@ def test_a_typed_read_types_partitions_and_documents(spark, target):
     want = sorted((x["doc"]["n"], x["doc"]["id"], x["doc"]["region"], x["doc"]["_meta"]["op"]) for x in lines)
     assert got == want
 
+    # inferSchema with collection: the documents' schema (no ACK or control document's fields),
+    # then the Flow columns the documents do not have (region is a document field already).
+    inferred = collection_reader(spark, target, collection, inferSchema="true").load()
+    assert inferred.columns == ["_meta", "id", "n", "region", "flow_published_at", "_meta/op"]
+    assert inferred.schema["_meta"].dataType.fieldNames() == ["op", "uuid"]
+    assert (dict(inferred.dtypes)["n"], dict(inferred.dtypes)["flow_published_at"]) == ("bigint", "timestamp")
+    assert sorted((r.n, r.id, r.region, r["_meta/op"]) for r in inferred.collect()) == want
+
 
 def test_partition_filters_prune_journals_before_any_read(spark, target):
     from pyspark.sql.datasource import EqualTo
@@ -264,3 +272,77 @@ def test_a_journal_deleted_and_recreated_mid_stream(spark, target, tmp_path):
         run()
     run(failOnDataLoss="false")
     assert got() == sorted(want(first) + want(second))
+
+
+def suspend(target, journal: str) -> int:
+    """Suspend ``journal`` as ``gazctl journals suspend --force`` does (an empty append with
+    SUSPEND_NOW, answered SUSPENDED); returns the level the broker gave it: PARTIAL for a journal
+    with fragments, FULL for one whose fragment index is empty."""
+    from pyspark_gazette.client import ClientConfig, JournalClient
+    from pyspark_gazette.errors import SuspendedError
+    from pyspark_gazette.protocol import pb
+
+    with JournalClient(ClientConfig(target.address)) as c:
+        with pytest.raises(SuspendedError):
+            c.appender(journal, suspend=pb.AppendRequest.SUSPEND_NOW).close()
+        return c.get_journal(journal).spec.suspend.level
+
+
+def test_a_collection_with_suspended_journals_reads_all_committed_documents(spark, target):
+    """Rule: a partially suspended journal (fragments left, one broker serving it) is read like
+    any other; a fully suspended one (Gazette does that only to an empty fragment index) has no
+    content: it is planned as empty at its resumption offset, asked of no broker, and never fails
+    the read."""
+    from pyspark_gazette.protocol import pb
+
+    collection = f"acme/{target.kind}/suspended/orders"
+    eu, ap = flow_journal(target, collection, "g1", "eu"), flow_journal(target, collection, "g1", "ap")
+    us = flow_journal(target, collection, "g1", "us")  # never written
+    peer.flow_publish(target.address, [eu, ap], seed=12, rounds=8)
+    assert suspend(target, eu) == pb.JournalSpec.Suspend.PARTIAL
+    assert suspend(target, us) == pb.JournalSpec.Suspend.FULL
+    lines = oracle(target, [eu, ap])
+    assert {x["journal"] for x in lines} == {eu, ap}
+    assert rows_of(collection_reader(spark, target, collection).load()) == want_rows(lines)
+
+
+def test_a_stream_across_a_suspension_and_resumption(spark, target, tmp_path):
+    """A stream keeps suspended journals: it reads what a partially suspended one holds, nothing
+    of a fully suspended one (and does not fail), then what is appended once appends resume
+    them, each document once."""
+    from pyspark_gazette.protocol import pb
+
+    collection = f"acme/{target.kind}/resumed/orders"
+    eu, us = flow_journal(target, collection, "g1", "eu"), flow_journal(target, collection, "g1", "us")
+    peer.flow_publish(target.address, [eu], seed=13, rounds=8)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def run():
+        r = spark.readStream.format("gazette").option("broker.address", target.address)
+        r = r.option("store.fileRoot", target.store_root).option("collection", collection)
+        r = r.option("startingOffsets", "earliest")
+
+        def sink(batch, batch_id):
+            batch.select("journal", "offset", "value").write.mode("overwrite").json(str(out / str(batch_id)))
+
+        q = r.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
+        q.trigger(availableNow=True).start().awaitTermination()
+
+    def got():
+        rows = [json.loads(line) for f in sorted(out.glob("*/part-*.json")) for line in f.read_text().splitlines()]
+        return sorted((r["journal"], r["offset"], json.dumps(json.loads(r["value"]), sort_keys=True)) for r in rows)
+
+    def want(journals):
+        return sorted(
+            (x["journal"], x["offset"], json.dumps(x["doc"], sort_keys=True)) for x in oracle(target, journals)
+        )
+
+    # Suspended before the stream's first batch: the partially suspended journal is read, the
+    # fully suspended one yields nothing and fails nothing.
+    assert suspend(target, eu) == pb.JournalSpec.Suspend.PARTIAL
+    assert suspend(target, us) == pb.JournalSpec.Suspend.FULL
+    run()
+    assert got() == want([eu])
+    peer.flow_publish(target.address, [eu, us], seed=14, rounds=4)  # appends resume both
+    run()
+    assert got() == want([eu, us])

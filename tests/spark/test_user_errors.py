@@ -131,3 +131,50 @@ def test_an_invalid_create_journals_spec_is_one_line(spark, broker, client):
     our_sentence_is_last(ei.value, "option 'createJournals': journal 'template/check': replication must be 1..5")
     assert "TransportError" not in str(ei.value)
     assert "errors/created" not in [i.name for i in client.list_journals()]
+
+
+def test_a_created_journal_the_broker_refuses_is_one_line(spark, broker, client):
+    """The one spec refusal that reaches a task: the embedded broker refuses journal names that
+    begin with '..' (they would climb out of a store's prefix), which Gazette's rules, and so the
+    planning check of the template, allow. The user sees one line naming the option, the journal
+    and the broker's reason (the client's SpecRefusedError, spark/write/task.py resolve_journal)."""
+    with pytest.raises(SPARK_ERRORS) as ei:
+        spark.range(1).write.format("gazette").mode("append").option("broker.address", broker.address).option(
+            "journal", "../escape"
+        ).option("createJournals", '{"fragment": {"length": 4096, "compression_codec": "NONE"}}').save()
+    our_sentence_is_last(
+        ei.value,
+        "option 'createJournals': the broker refused the spec of journal '../escape': "
+        "invalid journal name '../escape': must not begin with '..'",
+    )
+    assert "TransportError" not in str(ei.value)
+    assert client.list_journals() == []
+
+
+def test_a_table_with_a_column_list_says_what_to_write_instead(spark, broker, client, clicks):
+    """`CREATE TABLE t (value STRING) USING gazette OPTIONS (...)`: Spark 4.3 keeps the OPTIONS from a
+    Python data source (docs/sql.md), so a SELECT or INSERT of the table gets none. The user sees
+    one sentence saying so and what to write instead, and what it says works on the same table."""
+    import uuid
+
+    t = "t_" + uuid.uuid4().hex[:8]
+    spark.sql(
+        f"CREATE TABLE {t} (value STRING) USING gazette OPTIONS (journals '{clicks}', "
+        f"`broker.address` '{broker.address}')"
+    )
+    try:
+        for query in (f"SELECT count(*) FROM {t}", f"""INSERT INTO {t} VALUES ('{{"n": 2}}')"""):
+            with pytest.raises(SPARK_ERRORS) as ei:
+                spark.sql(query).collect()
+            our_sentence_is_last(ei.value, "no options reached the gazette data source")
+            assert "CREATE TABLE t USING gazette OPTIONS" in str(ei.value) and "WITH ('journals' =" in str(ei.value)
+        assert client.read_all(clicks) == b'{"n": 1}\n'  # the refused INSERT wrote nothing
+        # The options given with each query (`WITH (...)`) reach the connector.
+        read = f"WITH ('journals' = '{clicks}', 'broker.address' = '{broker.address}')"
+        write = f"WITH ('journal' = '{clicks}', 'broker.address' = '{broker.address}')"
+        spark.sql(f"""INSERT INTO {t} {write} VALUES ('{{"n": 2}}')""")
+        assert client.read_all(clicks) == b'{"n": 1}\n{"n": 2}\n'
+        rows = spark.sql(f"SELECT value FROM {t} {read}").collect()
+        assert sorted(r.value for r in rows) == ['{"n": 1}', '{"n": 2}']
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {t}")

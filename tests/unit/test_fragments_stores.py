@@ -70,6 +70,12 @@ def make_ref(journal="examples/foo", codec=pb.SNAPPY, begin=0, content=CONTENT, 
         ("file:///", StoreURL("file", "", "", ())),
         ("file:///sub/path/", StoreURL("file", "", "sub/path/", ())),
         ("FILE:///x/?FIND=a&Replace=", StoreURL("file", "", "x/", (("find", "a"), ("replace", "")))),
+        # What Go's url.Parse (Gazette's FragmentStore.Validate) accepts at the edges of its rules.
+        ("s3://bucket:9000/p/", StoreURL("s3", "bucket:9000", "p/", ())),
+        ("s3://bucket:99999/p/", StoreURL("s3", "bucket:99999", "p/", ())),
+        ("s3://bucket:/p/", StoreURL("s3", "bucket:", "p/", ())),
+        ("gs://b/a%2Fb%20c/", StoreURL("gs", "b", "a/b c/", ())),
+        ("gs://bücket/p/", StoreURL("gs", "bücket", "p/", ())),
     ],
 )
 def test_parse_valid_urls(url, expected):
@@ -91,6 +97,13 @@ def test_parse_valid_urls(url, expected):
         ("file:///p/?endpoint=x", "unknown query argument 'endpoint' for file"),
         ("s3://b/p/?region=a&REGION=b", "more than once"),
         ("s3://b/p/#frag", "fragments"),
+        # Go's url.Parse refuses these (so real Gazette's Validate does); Python's urlsplit does not.
+        ("s3://bucket:abc/p/", "invalid port ':abc' after host"),
+        ("s3://bucket/p%zz/", "invalid escape '%zz' in the path"),
+        ("s3://bucket/p%4/", "invalid escape '%4/' in the path"),
+        ("s3://buc ket/p/", "invalid character in host 'buc ket'"),
+        ("s3://bucket%41/p/", "invalid escape '%41' in the host"),
+        ("s3://bucket/p\x01/", "control characters"),
     ],
 )
 def test_parse_invalid_urls(url, why):

@@ -42,3 +42,14 @@ def test_the_broker_adds_its_store_safety_name_rule_to_gazettes():
     delete = pb.ApplyRequest(changes=[pb.ApplyRequest.Change(expect_mod_revision=-1, delete="../escape")])
     with pytest.raises(SpecError, match="must not begin with '..'"):
         broker_specs.validate_apply(delete)
+
+
+def test_a_negative_suspend_offset_is_refused_as_gazette_does():
+    # Gazette's JournalSpec_Suspend.Validate: "Suspend.Offset: invalid Offset (-1; expected >= 0)".
+    spec = make_spec("a/suspended")
+    spec.suspend.level = pb.JournalSpec.Suspend.FULL
+    spec.suspend.offset = 4096
+    assert spec_problems(spec) == []
+    spec.suspend.offset = -1
+    with pytest.raises(SpecError, match=r"journal 'a/suspended': suspend.offset must be >= 0 \(got -1\)"):
+        validate_spec(spec)

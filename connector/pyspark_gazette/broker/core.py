@@ -134,12 +134,15 @@ class BrokerCore:
         self._notify_changed()
         return True, revision
 
-    def resume(self, journal: Journal) -> None:
-        """Clear a journal's suspension (an append with SUSPEND_RESUME), as a new revision."""
+    def set_suspend(self, journal: Journal, level: int, offset: int) -> None:
+        """Set a journal's suspension level and resumption offset, as a new revision (an append
+        with SUSPEND_IF_FLUSHED / SUSPEND_NOW suspends it, one with SUSPEND_RESUME resumes it at
+        level NONE keeping the offset, as Gazette's append FSM updates the spec)."""
         with self.lock:
             spec = pb.JournalSpec()
             spec.CopyFrom(journal.spec)
-            spec.ClearField("suspend")
+            spec.suspend.level = level  # type: ignore[assignment]
+            spec.suspend.offset = offset
             self.registry.update_spec(spec)
             entry = self.registry.get(spec.name)
             assert entry is not None

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 from collections.abc import Iterable, Iterator, Sequence
 
 import grpc
 
 from pyspark_gazette.client.conn import Connections, translate_rpc_error
-from pyspark_gazette.errors import JournalNotFoundError, ProtocolError, error_for_status
+from pyspark_gazette.errors import (
+    EtcdTransactionFailedError,
+    GazetteError,
+    JournalNotFoundError,
+    ProtocolError,
+    SpecRefusedError,
+    TransportError,
+    error_for_status,
+)
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.protocol.labels import to_selector
@@ -153,15 +162,78 @@ class Change:
 def apply(conns: Connections, changes: Sequence[Change | pb.ApplyRequest.Change]) -> int:
     """Apply ``changes`` in one transaction; returns the Etcd revision of the transaction.
 
-    ``EtcdTransactionFailedError`` when an ``expect_mod_revision`` does not match; invalid
-    specs come back as a :class:`~pyspark_gazette.errors.TransportError` with the broker's text
-    (``code`` ``UNKNOWN``: both brokers send a request's validation error as a plain error).
+    A change the broker refuses as invalid (its spec, a delete's name) is a
+    :class:`~pyspark_gazette.errors.SpecRefusedError` naming the journal and the broker's reason
+    (both brokers send a request's validation error as gRPC ``UNKNOWN``). An ``expect_mod_revision``
+    that does not match is :class:`EtcdTransactionFailedError`, naming the journals whose
+    revision is not the expected one (looked up after the failure).
     """
     request = pb.ApplyRequest(changes=[c.to_proto() if isinstance(c, Change) else c for c in changes])
-    resp: pb.ApplyResponse = conns.unary("Apply", "Apply", request)
+    try:
+        resp: pb.ApplyResponse = conns.unary("Apply", "Apply", request)
+    except TransportError as e:
+        refused = _refusal(request, e)
+        if refused is None:
+            raise
+        raise refused from None
+    if resp.status == pb.ETCD_TRANSACTION_FAILED:
+        raise EtcdTransactionFailedError(_stale_revisions(conns, request), response=resp)
     if resp.status != pb.OK:
         raise error_for_status(resp.status, "Apply failed", response=resp)
     return resp.header.etcd.revision
+
+
+#: Texts of Apply failures that are not about the request: Gazette returns Etcd's own errors
+#: and an ended context as gRPC UNKNOWN, as it does a request's validation error.
+_NOT_THE_REQUEST = ("etcdserver:", "context canceled", "context deadline exceeded", "rpc error:")
+_CHANGE_INDEX = re.compile(r"^changes\[(\d+)\]", re.IGNORECASE)  # Gazette: "Changes[3].Upsert..."
+
+
+def _change_name(change: pb.ApplyRequest.Change) -> str:
+    return change.upsert.name if change.HasField("upsert") else change.delete
+
+
+def _refusal(request: pb.ApplyRequest, err: TransportError) -> SpecRefusedError | None:
+    """The broker's refusal of an invalid change as a SpecRefusedError, or None for other failures."""
+    if type(err) is not TransportError or err.code not in ("UNKNOWN", "INVALID_ARGUMENT") or not err.details:
+        return None  # auth refusals, timeouts and transport failures say what they are
+    if err.details.startswith(_NOT_THE_REQUEST):
+        return None
+    changes = list(request.changes)
+    index = _CHANGE_INDEX.match(err.details)
+    if index and int(index.group(1)) < len(changes):
+        change = changes[int(index.group(1))]
+    elif len(changes) == 1:
+        change = changes[0]
+    else:  # the embedded broker names the journal in its text
+        named = [c for c in changes if _change_name(c) and repr(_change_name(c)) in err.details]
+        change = named[0] if named else None
+    if change is None:
+        return SpecRefusedError("", err.details, changes=len(changes))
+    return SpecRefusedError(_change_name(change), err.details, delete=not change.HasField("upsert"))
+
+
+def _stale_revisions(conns: Connections, request: pb.ApplyRequest) -> str:
+    """Which changes' ``expect_mod_revision`` did not match: a message naming their journals."""
+    expected = {_change_name(c): c.expect_mod_revision for c in request.changes if c.expect_mod_revision != -1}
+    generic = "a journal's revision is not what its change expected (created, changed or deleted since)"
+    if not expected:
+        return generic
+    try:
+        sel = pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=n) for n in sorted(expected)]))
+        current = {info.name: info.mod_revision for info in list_journals(conns, sel)}
+    except GazetteError:
+        return generic
+    stale = [(name, rev, current.get(name, 0)) for name, rev in expected.items() if current.get(name, 0) != rev]
+    if not stale:
+        return "a journal's revision was not what its change expected when applied (it is now: retry)"
+    said = "; ".join(
+        f"journal {name!r} "
+        + ("does not exist" if now == 0 else f"is at revision {now}")
+        + (", the change expected it not to exist" if rev == 0 else f", the change expected revision {rev}")
+        for name, rev, now in stale
+    )
+    return f"{said} (created, changed or deleted since)"
 
 
 def apply_in_batches(conns: Connections, changes: Sequence[Change], size: int = MAX_CHANGES_PER_APPLY) -> list[int]:

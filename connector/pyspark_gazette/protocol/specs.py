@@ -102,8 +102,12 @@ def _check_rate(spec: pb.JournalSpec) -> None:
 
 
 def _check_suspend(spec: pb.JournalSpec) -> None:
-    if spec.HasField("suspend") and spec.suspend.level not in (0, 1, 2):
+    if not spec.HasField("suspend"):
+        return
+    if spec.suspend.level not in (0, 1, 2):
         raise SpecError(f"journal {spec.name!r}: suspend.level {spec.suspend.level} is not valid")
+    if spec.suspend.offset < 0:
+        raise SpecError(f"journal {spec.name!r}: suspend.offset must be >= 0 (got {spec.suspend.offset})")
 
 
 #: The checks of a spec after its name, in the order Gazette's JournalSpec.Validate makes them.

@@ -7,6 +7,7 @@ check store URLs here; :mod:`pyspark_gazette.fragments.stores` maps each scheme 
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from dataclasses import dataclass
 
@@ -21,6 +22,37 @@ QUERY_KEYS: dict[str, frozenset[str]] = {
     "azure-ad": _COMMON_QUERY_KEYS,
     "file": _COMMON_QUERY_KEYS,
 }
+
+
+#: What Go's ``url.Parse`` refuses and Python's ``urlsplit`` lets through (Gazette's
+#: ``FragmentStore.Validate`` parses with Go): control bytes anywhere, a ``%`` not followed by two
+#: hex digits in the host or path, a host character outside RFC 3986's (non-ASCII is allowed), and
+#: a port that is not all digits.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_HOST_ASCII_ESCAPE = re.compile(r"%(?!25)[0-7][0-9A-Fa-f]")
+_HOST_CHARS = re.compile(r"(?:[A-Za-z0-9\-_.~!$&'()*+,;=:\[\]<>\"%]|[^\x00-\x7f])*")
+
+
+def _go_url_problem(url: str, parts: urllib.parse.SplitResult) -> str | None:
+    """Why Go's ``url.Parse`` refuses ``url`` where :func:`urllib.parse.urlsplit` did not, or None."""
+    if _CONTROL.search(url):
+        return "control characters are not allowed"
+    host = parts.netloc.rpartition("@")[2]
+    for where, text in (("host", host), ("path", parts.path)):
+        bad = _BAD_ESCAPE.search(text)
+        if bad:
+            return f"invalid escape {text[bad.start() : bad.start() + 3]!r} in the {where}"
+    ascii_escape = _HOST_ASCII_ESCAPE.search(host)  # a host may %-encode only non-ASCII bytes (and %25)
+    if ascii_escape:
+        return f"invalid escape {ascii_escape.group()!r} in the host"
+    if not _HOST_CHARS.fullmatch(host):
+        return f"invalid character in host {host!r}"
+    if not host.startswith("["):
+        colon = host.rfind(":")
+        if colon >= 0 and not host[colon + 1 :].isdigit() and host[colon + 1 :] != "":
+            return f"invalid port {host[colon:]!r} after host"
+    return None
 
 
 @dataclass(frozen=True)
@@ -59,6 +91,9 @@ def parse_store_url(url: str) -> StoreURL:
     scheme = parts.scheme.lower()
     if not scheme:
         raise bad("not an absolute URL")
+    problem = _go_url_problem(url, parts)
+    if problem:
+        raise bad(problem)
     if scheme not in SCHEMES:
         raise bad(f"unsupported scheme {scheme!r} (expected one of {', '.join(SCHEMES)})")
     if parts.fragment:

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pyspark_gazette.client import JournalClient
-from pyspark_gazette.errors import GazetteError
+from pyspark_gazette.errors import GazetteError, InvalidInputError, OptionError
 from pyspark_gazette.message import framing_by_name
 from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions, WriteOptions, catalog
 from pyspark_gazette.spark.read.arrow_output import untyped_schema
@@ -32,7 +32,7 @@ from pyspark_gazette.spark.read.batch_scan import (
     GazetteBatchReader,
     GazettePushdownBatchReader,
 )
-from pyspark_gazette.spark.read.flow import collection_schema
+from pyspark_gazette.spark.read.flow import collection_schema, with_flow_columns
 from pyspark_gazette.spark.read.infer import infer_schema
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
@@ -41,6 +41,18 @@ from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
 _STREAM_ONLY = {o.key.lower() for o in OPTIONS if o.scopes == frozenset({STREAM})}
+
+#: Spark gave a schema and no option at all, and the options (file, environment) were not enough.
+#: That is a catalog table created with a column list: Spark (4.3) then never calls the source at
+#: CREATE TABLE (the schema is given) and hands reads and INSERTs only the query's own options
+#: (``WITH (...)``), never the table's OPTIONS or TBLPROPERTIES (docs/sql.md).
+NO_OPTIONS = (
+    "no options reached the gazette data source, which is what Spark does with a table created with a "
+    "column list (CREATE TABLE t (...) USING gazette OPTIONS (...) keeps its OPTIONS from the connector): "
+    "create the table without a column list (CREATE TABLE t USING gazette OPTIONS (journals '...', "
+    "`broker.address` '...')), or give the options with each query (SELECT ... FROM t WITH ('journals' = "
+    "'...', 'broker.address' = '...'); INSERT INTO t WITH ('journal' = '...', 'broker.address' = '...') ...)"
+)
 
 
 class GazetteDataSource(DataSource):
@@ -62,7 +74,17 @@ class GazetteDataSource(DataSource):
         options = self._options(STREAM if streaming else READ, schema)
         if streaming is None:
             streaming = any(k.lower() in _STREAM_ONLY for k in options)
-        return ReadOptions.parse(options, streaming=streaming)
+        try:
+            return ReadOptions.parse(options, streaming=streaming)
+        except OptionError:
+            self._check_options_reached(schema)
+            raise
+
+    def _check_options_reached(self, schema: StructType | None) -> None:
+        """Raise :data:`NO_OPTIONS` when Spark gave a schema but no option at all (a table with a
+        column list), rather than the first option found missing."""
+        if schema is not None and not self.options and not catalog.stashed(schema):
+            raise InvalidInputError(NO_OPTIONS) from None
 
     @plain
     def schema(self) -> StructType:
@@ -77,7 +99,8 @@ class GazetteDataSource(DataSource):
     def _infer_schema(self) -> StructType:
         opts = self._read_options()
         if opts.collection:
-            return _collection_schema(opts)
+            flow = _collection_schema(opts)
+            return with_flow_columns(infer_schema(opts), flow) if opts.infer_schema else flow
         if opts.infer_schema:
             return infer_schema(opts)
         if opts.framing != "auto":
@@ -108,11 +131,19 @@ class GazetteDataSource(DataSource):
 
     @plain
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return GazetteBatchWriter(WriteOptions.parse(self._options(WRITE, schema)), schema, overwrite)
+        try:
+            return GazetteBatchWriter(WriteOptions.parse(self._options(WRITE, schema)), schema, overwrite)
+        except OptionError:
+            self._check_options_reached(schema)
+            raise
 
     @plain
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        return GazetteStreamWriter(stream_write_options(self._options(WRITE, schema)), schema, overwrite)
+        try:
+            return GazetteStreamWriter(stream_write_options(self._options(WRITE, schema)), schema, overwrite)
+        except OptionError:
+            self._check_options_reached(schema)
+            raise
 
 
 def _collection_schema(opts: ReadOptions) -> StructType:

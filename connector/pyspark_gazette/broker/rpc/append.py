@@ -32,6 +32,7 @@ from pyspark_gazette.broker.fragment.spool import Spool
 from pyspark_gazette.broker.journal import Journal, apply_registers
 from pyspark_gazette.broker.specs import check_journal_field
 from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb, sha1sum_from_digest
+from pyspark_gazette.protocol.durations import duration_seconds
 from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.protocol.labels import validate_label_set, validate_selector
 
@@ -41,6 +42,7 @@ RATE_ERROR = f"append stream: client stream {RATE_ABORT_TEXT}"  # as gazette v0.
 INITIAL_CREDIT_SECONDS = 1.0
 BUFFERED_MESSAGES = 8
 FULL = pb.JournalSpec.Suspend.FULL
+PARTIAL = pb.JournalSpec.Suspend.PARTIAL
 NONE = pb.JournalSpec.Suspend.NONE
 
 
@@ -164,8 +166,8 @@ def _serve(
     journal = core.journal(name)
     if journal is None or (covers is not None and not covers(journal)):
         return pb.AppendResponse(status=pb.JOURNAL_NOT_FOUND, header=headers.header())
-    suspended = journal.spec.HasField("suspend") and journal.spec.suspend.level != NONE
-    if suspended and journal.spec.suspend.level == FULL and req.suspend != pb.AppendRequest.SUSPEND_RESUME:
+    # A fully suspended journal answers SUSPENDED to all but an append that resumes it.
+    if journal.spec.suspend.level == FULL and req.suspend != pb.AppendRequest.SUSPEND_RESUME:
         return pb.AppendResponse(status=pb.SUSPENDED, header=headers.header())
     journal.listed.wait()
 
@@ -231,6 +233,10 @@ def _preconditions(
     if req.HasField("check_registers") and not journal.check_registers(req.check_registers):
         return status(pb.REGISTER_MISMATCH, registers=journal.seq_registers), 0
     head = journal.pipeline_head()
+    suspend = journal.spec.suspend if journal.spec.HasField("suspend") else pb.JournalSpec.Suspend()
+    # A journal resumed from a suspension goes on at its suspension offset (Gazette rolls its
+    # spool forward there): offsets never restart, even when no fragment is left below it.
+    head = max(head, suspend.offset)
     with journal.cond:
         max_offset = max(head, journal.index.remote_end())
     if req.offset == 0 and head != max_offset and journal.writable:
@@ -238,16 +244,44 @@ def _preconditions(
     if req.offset != 0 and req.offset != max_offset:
         return status(pb.WRONG_APPEND_OFFSET), max_offset
     mode = req.suspend
-    suspended = journal.spec.HasField("suspend") and journal.spec.suspend.level != NONE
-    if suspended and mode == pb.AppendRequest.SUSPEND_NO_RESUME:
-        return status(pb.SUSPENDED), max_offset
-    if suspended and mode in (pb.AppendRequest.SUSPEND_IF_FLUSHED, pb.AppendRequest.SUSPEND_NOW):
-        return status(pb.SUSPENDED), max_offset
     if mode in (pb.AppendRequest.SUSPEND_IF_FLUSHED, pb.AppendRequest.SUSPEND_NOW):
-        return status(pb.NOT_ALLOWED), max_offset  # suspending journals is not supported here
-    if suspended and mode == pb.AppendRequest.SUSPEND_RESUME:
-        core.resume(journal)
+        return _suspend(core, journal, suspend.level, mode, max_offset, status), max_offset
+    if suspend.level != NONE and mode == pb.AppendRequest.SUSPEND_NO_RESUME:
+        return status(pb.SUSPENDED), max_offset
+    if suspend.level != NONE and mode == pb.AppendRequest.SUSPEND_RESUME:
+        core.set_suspend(journal, NONE, max_offset)
     return None, max_offset
+
+
+#: Gazette's flush interval when a spec has none: a journal is idle after this long unwritten.
+DEFAULT_FLUSH_SECONDS = 24 * 3600
+
+
+def _suspend(
+    core: BrokerCore, journal: Journal, level: int, mode: int, head: int, status: Callable[..., pb.AppendResponse]
+) -> pb.AppendResponse | None:
+    """An append asking to suspend the journal (SUSPEND_IF_FLUSHED, or SUSPEND_NOW regardless of
+    idleness), as Gazette's append FSM does it: a journal with an empty fragment index is fully
+    suspended (reads and listings then answer SUSPENDED); else one not suspended whose fragments
+    are all persisted, and older than its flush interval, is partially suspended (its spool is
+    rolled and persisted; it still serves reads). The answer is SUSPENDED when the journal is
+    (now) suspended; None (an ordinary empty append) when IF_FLUSHED finds it in use."""
+    with journal.cond:
+        fragments = journal.index.all(journal.local_refs())
+    if level != FULL and not fragments:
+        core.set_suspend(journal, FULL, head)
+        return status(pb.SUSPENDED)
+    if level == NONE:
+        flush = duration_seconds(journal.spec.fragment.flush_interval) or DEFAULT_FLUSH_SECONDS
+        last = fragments[-1].mod_time
+        dirty = last == 0 or last > time.time() - flush
+        if dirty and mode == pb.AppendRequest.SUSPEND_IF_FLUSHED:
+            return None
+        spool = journal.current
+        if spool is not None and spool.seq_end > spool.begin:
+            journal.roll(spool.seq_end)  # the persister stores it: a suspended journal has no spool
+        core.set_suspend(journal, PARTIAL, head)
+    return status(pb.SUSPENDED)
 
 
 def _receive(
@@ -289,8 +323,12 @@ def _receive(
                 break  # the commit message
             if not journal.writable:
                 return status(pb.NOT_ALLOWED)
-            if mode == pb.AppendRequest.SUSPEND_KEEP:
-                return status(pb.NOT_ALLOWED)
+            if mode in (
+                pb.AppendRequest.SUSPEND_KEEP,
+                pb.AppendRequest.SUSPEND_IF_FLUSHED,
+                pb.AppendRequest.SUSPEND_NOW,
+            ):
+                return status(pb.NOT_ALLOWED)  # as Gazette: these carry no content
             spool.write(content)
             received += len(content)
             chunks += 1

@@ -261,7 +261,9 @@ OPTIONS: tuple[Option, ...] = (
         "Without a user schema: infer one from a sample of the messages, as `spark.read.json` does "
         "(integers LONG, other numbers DOUBLE, objects STRUCT, arrays ARRAY, strings STRING, fields "
         "sorted by name), and read typed. The driver plans the read and parses up to `samplingBytes` "
-        "of messages from up to 8 partitions spread over the plan. ndjson journals only.",
+        "of messages from up to 8 partitions spread over the plan. ndjson journals only. With "
+        "`collection`: the documents' schema (ACK and control documents left out), followed by the "
+        "collection's Flow columns.",
         scopes=frozenset({READ}),
     ),
     Option(

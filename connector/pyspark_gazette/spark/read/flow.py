@@ -78,6 +78,14 @@ def collection_schema(journal_labels: Iterable[Iterable[tuple[str, str]]], text_
     return StructType(fields)
 
 
+def with_flow_columns(documents: StructType, collection: StructType) -> StructType:
+    """An inferred documents' schema followed by the Flow columns of ``collection`` (its default
+    schema: logical partitions, ``flow_published_at``, ``_meta/op``) it does not already have."""
+    have = {f.name for f in documents.fields}
+    extra = [f for f in collection.fields[3:] if f.name not in have]  # after journal, offset, value
+    return StructType([*documents.fields, *extra])
+
+
 def _flags_and_clocks(msgs: Messages, framing: Framing, opts: ReadOptions) -> list[tuple[int, int] | None]:
     return [(p[2], p[1]) if p else None for p in uuid_parts(msgs.values, framing, opts.uuid_pointer, opts.uuid_field)]
 

@@ -17,6 +17,10 @@ record), the sample is inferred record by record in Python with Spark's merge ru
 ``STRING``; and if a record is malformed the corrupt record column
 (``columnNameOfCorruptRecord``) is added, sorted among the fields, as Spark adds it.
 
+A ``collection`` read infers its documents' schema the same way, from its journals, leaving out
+ACK and (unless asked for) control documents; the Flow columns (logical partitions not already
+document fields, ``flow_published_at``, ``_meta/op``) follow the inferred fields.
+
 Cost: one planning pass (the same listings a read takes) plus reading and parsing the sample;
 see docs/benchmarks.md ("Schema inference").
 """
@@ -44,9 +48,10 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.flow.documents import is_ack, is_control
 from pyspark_gazette.message.framing import NDJSON
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.spark.read.arrow_output import untyped_schema
+from pyspark_gazette.spark.read.arrow_output import untyped_schema, uuid_parts
 from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
 from pyspark_gazette.spark.read.pack import PackedPartition
 from pyspark_gazette.spark.read.plan import GazettePartition
@@ -61,7 +66,22 @@ def infer_schema(opts: ReadOptions) -> StructType:
     raw = untyped_schema(False, False)
     parts = GazetteBatchReader(opts, raw).partitions()
     values = [v for v in sample(parts, opts) if v.strip()]
+    if opts.collection:
+        values = _documents(values, opts)
     return infer_values(values, opts.corrupt_column)
+
+
+def _documents(values: list[bytes], opts: ReadOptions) -> list[bytes]:
+    """A collection's sampled messages less those its reads never return: ACK documents, and
+    control documents unless ``collection.controlDocuments`` asks for them (by their UUID flags)."""
+    parts = uuid_parts(pa.array(values, pa.binary()), NDJSON, opts.uuid_pointer, opts.uuid_field)
+    keep = []
+    for value, part in zip(values, parts, strict=True):
+        flags = part[2] if part else 0
+        if is_ack(flags) or (is_control(flags) and not opts.control_documents):
+            continue
+        keep.append(value)
+    return keep
 
 
 def sample(parts: Sequence[InputPartition], opts: ReadOptions) -> list[bytes]:

@@ -51,6 +51,7 @@ from pyspark_gazette.client.settle import settle
 from pyspark_gazette.errors import GazetteError, OptionError, StoreError, redact_url
 from pyspark_gazette.fragments import FragmentRef, require_package
 from pyspark_gazette.message import Framing
+from pyspark_gazette.protocol import pb
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.resolve import framing_of
 
@@ -132,21 +133,40 @@ class Snapshot:
         return self.fragments[0].spec.begin if self.fragments else self.write_head
 
 
+def fully_suspended_at(info: JournalInfo) -> int | None:
+    """The offset a fully suspended journal resumes at, or None when ``info`` is not fully
+    suspended.
+
+    Gazette suspends a journal FULL only when its fragment index is empty (every fragment was
+    pruned, or none was ever written), and then answers SUSPENDED to its reads and fragment
+    listings until an append resumes it at that offset (``broker/append_fsm.go``). Such a
+    journal is planned as empty at that offset, as Flow's readers treat it: nothing is lost (there
+    is no content), nothing fails, and a stream reads what is appended once it resumes.
+    A partially suspended journal is read like any other: one broker still serves it.
+    """
+    if info.spec.suspend.level == pb.JournalSpec.Suspend.FULL:
+        return info.spec.suspend.offset
+    return None
+
+
 def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: ReadOptions) -> list[Snapshot]:
     """:func:`take_snapshot` of each journal, in order, up to :data:`PLAN_WINDOW` listings in
     flight (:func:`~pyspark_gazette.client.list_apply.list_fragments_many`).
 
     The first failure (in journal order) is raised and the listings not yet started are dropped.
     """
-    if len(infos) <= 1:
+    live = [i for i in infos if fully_suspended_at(i) is None]
+    if len(live) <= 1:
         return [take_snapshot(client, info, opts) for info in infos]
     ttl = SIGNED_URL_TTL if opts.signed_urls else None
-    names = [i.name for i in infos]
-    listed = list(list_fragments_many(client.conns, names, signature_ttl=ttl, window=PLAN_WINDOW))
+    names = [i.name for i in live]
+    listed = dict(list_fragments_many(client.conns, names, signature_ttl=ttl, window=PLAN_WINDOW))
     heads = sweep_heads(client.conns, names, PLAN_WINDOW, primary=True)  # after the listings: never below them
     return [
-        _snapshot(client, info, frags, opts, need=heads.get(info.name, 0), ask_primary=False)
-        for info, (_, frags) in zip(infos, listed, strict=True)
+        _snapshot(client, info, listed[info.name], opts, need=heads.get(info.name, 0), ask_primary=False)
+        if info.name in listed
+        else take_snapshot(client, info, opts)
+        for info in infos
     ]
 
 
@@ -155,7 +175,11 @@ def take_snapshot(
 ) -> Snapshot:
     """``info``'s snapshot; ``need``: an end the caller knows was reached (a stream's planned
     offset), below which holes are waited out like those below the primary's head
-    (``ask_primary``: also ask the primary for its write head)."""
+    (``ask_primary``: also ask the primary for its write head). A fully suspended journal's is
+    empty at its resumption offset, with no RPC (:func:`fully_suspended_at`)."""
+    at = fully_suspended_at(info)
+    if at is not None:
+        return Snapshot(info, framing_of(info, opts.framing), (), at)
     listed = client.list_fragments(info.name, signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None)
     return _snapshot(client, info, listed, opts, need=need, ask_primary=ask_primary)
 

@@ -36,6 +36,7 @@ from pyspark_gazette.errors import (
     OffsetJumpError,
     OffsetNotYetAvailableError,
     StoreError,
+    SuspendedError,
     TransportError,
 )
 from pyspark_gazette.fragments import FragmentReader, FragmentStore, open_fragment_url
@@ -249,8 +250,13 @@ def segment_messages(
 
 
 def _to_write_head(seg: Segment, opts: ReadOptions) -> Segment:
-    """A tail segment extended to the journal's write head now (never shortened)."""
-    head = write_head(connections(opts), seg.journal)
+    """A tail segment extended to the journal's write head now (never shortened). A journal
+    fully suspended meanwhile answers SUSPENDED: it has no content to read (as flowctl ends a
+    non-blocking read at SUSPENDED), so the tail stays where it was planned."""
+    try:
+        head = write_head(connections(opts), seg.journal)
+    except SuspendedError:
+        head = seg.end
     return dataclasses.replace(seg, end=max(seg.end, head), tail=False)
 
 

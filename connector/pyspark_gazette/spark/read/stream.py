@@ -62,7 +62,7 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.client.conn import backoff
 from pyspark_gazette.client.heads import HeadWatcher, concurrently, sweep_heads, write_head
 from pyspark_gazette.client.list_apply import iter_fragments
-from pyspark_gazette.errors import BrokerTimeoutError, JournalNotFoundError, TransportError
+from pyspark_gazette.errors import BrokerTimeoutError, JournalNotFoundError, SuspendedError, TransportError
 from pyspark_gazette.message import LINES, Framing, framing_by_name
 from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
 from pyspark_gazette.spark.read.batch_scan import read_partition
@@ -77,6 +77,7 @@ from pyspark_gazette.spark.read.pack import pack
 from pyspark_gazette.spark.read.plan import (
     DataLoss,
     GazettePartition,
+    fully_suspended_at,
     merge_broker_runs,
     segments,
     start_offset,
@@ -152,6 +153,13 @@ def aligned_partitions(
     return out
 
 
+def _resumes_at(client, journal: str) -> int:
+    """Where a journal that answered SUSPENDED resumes: fully suspended, it has no content and
+    its spec holds the offset its appends go on from (:func:`fully_suspended_at`; a journal
+    resumed meanwhile keeps that offset in its spec too)."""
+    return int(client.get_journal(journal).spec.suspend.offset)
+
+
 def sweep(fn: Callable[[str], _T], names: Sequence[str]) -> dict[str, _T]:
     """``fn(name)`` for every name, :data:`SWEEP_THREADS` calls at a time; the first error (in
     name order) is raised and the calls not yet started are dropped."""
@@ -215,17 +223,29 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @staticmethod
     def _write_head(client, journal: str) -> int:
-        return write_head(client.conns, journal)
+        try:
+            return write_head(client.conns, journal)
+        except SuspendedError:
+            return _resumes_at(client, journal)
 
     @staticmethod
     def _earliest(client, journal: str) -> int:
-        first = next(iter(iter_fragments(client.conns, journal, page_limit=1)), None)  # one page, one RPC
+        try:
+            first = next(iter(iter_fragments(client.conns, journal, page_limit=1)), None)  # one page, one RPC
+        except SuspendedError:
+            return _resumes_at(client, journal)
         return first.spec.begin if first is not None else 0
 
     def _heads(self, client, *, fresh: bool = False) -> dict[str, int]:
         """Every journal's write head: asked now (``fresh``, or without ``watchWriteHeads``), else
-        from the watcher, asking only the journals it does not watch (yet)."""
-        names = [info.name for info in self._journals(client)]
+        from the watcher, asking only the journals it does not watch (yet). A fully suspended
+        journal's is its resumption offset, asked of no broker (:func:`fully_suspended_at`)."""
+        infos = self._journals(client)
+        suspended = {i.name: at for i in infos if (at := fully_suspended_at(i)) is not None}
+        heads = self._live_heads(client, [i.name for i in infos if i.name not in suspended], fresh)
+        return {i.name: suspended[i.name] if i.name in suspended else heads[i.name] for i in infos}
+
+    def _live_heads(self, client, names: list[str], fresh: bool) -> dict[str, int]:
         if fresh or not self._watching(len(names)):
             return sweep_heads(client.conns, names)
         watcher = _watchers.get(self._token)

@@ -30,6 +30,7 @@ from pyspark_gazette.errors import (
     GazetteError,
     JournalNotFoundError,
     SpecError,
+    SpecRefusedError,
     TransportError,
 )
 from pyspark_gazette.message import (
@@ -88,11 +89,7 @@ def resolve_journal(client: JournalClient, journal: str, options: WriteOptions) 
         log.info("created journal %s", journal)
     except EtcdTransactionFailedError:
         log.info("journal %s was created concurrently", journal)
-    except TransportError as e:
-        # Brokers refuse an invalid spec with gRPC UNKNOWN (Gazette) or INVALID_ARGUMENT and
-        # the validation error as details: that is the spec's fault, not the transport's.
-        if type(e) is not TransportError or e.code not in ("UNKNOWN", "INVALID_ARGUMENT") or not e.details:
-            raise
+    except SpecRefusedError as e:  # the client's classification of the broker's refusal
         raise SpecError(
             f"option 'createJournals': the broker refused the spec of journal {journal!r}: {e.details}"
         ) from None
