@@ -13,7 +13,7 @@ import json
 import logging
 
 import pyarrow as pa
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pyspark_gazette.message import NDJSON, Flags, TransactionalPublisher, build_uuid, set_uuid_at
@@ -21,13 +21,18 @@ from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.committed import (
     CommittedFilter,
     CommittedStreamPartition,
+    FastWindow,
     WindowFilter,
+    _pruned,
+    _restored,
+    advance,
     entry,
     offset_of,
     state_of,
 )
 from pyspark_gazette.spark.read.plan import Segment
 from pyspark_gazette.spark.read.segments import Messages
+from pyspark_gazette.spark.read.uuid_columns import uuid_columns
 
 J = "unit/rc"
 OPTS = ReadOptions.parse({"broker.address": "http://127.0.0.1:1", "journals": J}, streaming=True, env={})
@@ -223,3 +228,77 @@ def test_malformed_state_names_the_journal():
         state_of({"offset": 10, "producers": {"00": {"last_ack": 1, "begin": -1}}}, J)
     assert state_of(10) is None and state_of({"offset": 10, "producers": {}}) == ()
     assert offset_of(10) == offset_of({"offset": 10}) == 10
+
+
+class FastRestored(FastWindow):
+    """The executor's fast filter, its replays served from ``lines``."""
+
+    def __init__(self, lines, part, hold_bytes):
+        super().__init__(part, OPTS)
+        self.lines, self.replayed, self.hold_bytes = lines, [], hold_bytes
+
+    def _replay(self, begin, end):
+        self.replayed.append((begin, end))
+        batch = [m for m in self.lines if begin <= m[0] < end]
+        if batch:
+            yield messages(batch)
+
+
+def pieces_of(batch, cuts):
+    """``batch`` cut into pieces (the executor decodes a segment in 1 MiB pieces)."""
+    bounds = sorted({0, len(batch), *(c % (len(batch) + 1) for c in cuts)})
+    return [batch[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if a < b]
+
+
+# A transaction open across a batch boundary whose next batch re-sends its last message: the
+# restored state cannot tell the copy from a new message; the replay at the ACK must.
+_RESENT = [(0, "c"), (0, "c"), (0, "resend"), (1, "out"), (0, "ack")]
+
+
+@settings(max_examples=150, deadline=None)
+@example(ops=_RESENT, cuts=[len(journal(_RESENT[:2])[1][1]) + 60], piece_cuts=[], hold=1 << 30)
+@given(
+    ops=OPS,
+    cuts=st.lists(st.integers(0, 4000), max_size=6),
+    piece_cuts=st.lists(st.integers(0, 40), max_size=4),
+    hold=st.sampled_from([0, 100, 1 << 30]),
+)
+def test_the_fast_filter_and_state_scan_match_the_sequencer_exactly(ops, cuts, piece_cuts, hold):
+    """Batch by batch, :class:`FastWindow` emits the same messages in the same order as the
+    sequencer's :class:`WindowFilter` (also when it holds little and replays), and :func:`advance`
+    leaves the same producer states as the sequencer's scan (the offsets' state)."""
+    lines = journal(ops)
+    head = lines[-1][0] + len(lines[-1][1]) + 1 if lines else 0
+    starts = [o for o, _ in lines] + [head]
+    bounds = sorted({0, head, *(min((o for o in starts if o >= c), default=head) for c in cuts)})
+    _, entries, _ = chained(lines, bounds)
+    for (start, end), first in zip(zip(bounds, bounds[1:], strict=False), entries, strict=False):
+        state = state_of(first)
+        begin = offset_of(first) if state is not None else 0
+        batch = [m for m in lines if begin <= m[0] < end]
+        part = CommittedStreamPartition(0, J, NDJSON, (Segment(J, begin, end),), start, False, state)
+        slow, fast = Restored(lines, part), FastRestored(lines, part, hold)
+        want, got = [], []
+        for piece in pieces_of(batch, piece_cuts):
+            want += emitted(slow, piece)
+            got += emitted(fast, piece)
+        assert got == want
+        states = _restored(state)
+        for piece in pieces_of(batch, piece_cuts):
+            m = messages(piece)
+            producer, clock, flags = uuid_columns(m.values, NDJSON, OPTS.uuid_pointer)
+            advance(states, producer, clock, flags, m.offsets.to_numpy())
+        scan = Restored(lines, part, emit=False)
+        if batch:
+            scan.filter(messages(batch))
+        assert entry(end, _pruned(states)) == entry(end, scan.producer_states())
+
+
+def test_the_fast_filter_reports_what_the_sequencer_reports(caplog):
+    lines = journal([(0, "c"), (0, "out"), (1, "out"), (1, "out")])
+    odd = lines[1][0]
+    part = CommittedStreamPartition(0, J, NDJSON, (Segment(J, 0, lines[2][0]),), odd, False, None)
+    with caplog.at_level(logging.ERROR, logger="pyspark_gazette.message.sequencer"):
+        assert emitted(FastWindow(part, OPTS), lines[:2]) == [1]
+    (record,) = caplog.records
+    assert "discards a pending" in record.getMessage() and f"[{odd}, " in record.getMessage()
