@@ -3,8 +3,9 @@
 For each journal the planner takes one snapshot: the broker's fragment listing (persisted
 fragments with their store, plus the local, not yet persisted ones) and the write head at that
 moment, **settled** through failover (:mod:`pyspark_gazette.client.settle`): the end is the
-primary's write head when that is beyond the listing (a re-joined replica lists less than was
-acknowledged), and holes that a route member can still fill are listed again from the members,
+largest write head the route's members report when that is beyond the listing (a re-joined
+replica lists less than was acknowledged; with many journals, every member's Read goes out in
+one window: :func:`~pyspark_gazette.client.heads.sweep_heads`), and holes that a route member can still fill are listed again from the members,
 then waited out within ``broker.timeout``; only holes Gazette itself treats as gone, or that
 outlast the wait, are data loss. Bounds (offsets or fragment mod times) become a byte range ``[start, end)`` per
 journal, and the range is cut into :class:`Segment` s along fragment boundaries:
@@ -161,7 +162,8 @@ def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: Re
     ttl = SIGNED_URL_TTL if opts.signed_urls else None
     names = [i.name for i in live]
     listed = dict(list_fragments_many(client.conns, names, signature_ttl=ttl, window=PLAN_WINDOW))
-    heads = sweep_heads(client.conns, names, PLAN_WINDOW, primary=True)  # after the listings: never below them
+    # After the listings (never below them); every route member asked (settle.primary_head).
+    heads = sweep_heads(client.conns, names, PLAN_WINDOW, primary=True, members=True)
     return [
         _snapshot(client, info, listed[info.name], opts, need=heads.get(info.name, 0), ask_primary=False)
         if info.name in listed
