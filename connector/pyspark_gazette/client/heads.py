@@ -124,6 +124,7 @@ def sweep_heads(
     *,
     primary: bool = False,
     members: bool = False,
+    others_only: bool = False,
 ) -> dict[str, int]:
     """:func:`write_head` of every journal of ``names``, up to ``window`` Reads in flight.
 
@@ -135,6 +136,8 @@ def sweep_heads(
     the members that acknowledged them persist, and those members report them
     (:func:`~pyspark_gazette.client.settle.primary_head` does the same for one journal). A
     journal of one member (every journal of the embedded broker) costs one Read either way.
+    ``others_only`` (with ``members``): ask the other members only (the caller has the
+    primary's answer); a journal none of them answered is left out.
 
     The Reads are started without a thread each (gRPC runs a call as soon as it is made) and
     their answers taken in order; a journal whose first Read's answer is not a plain write head
@@ -181,6 +184,10 @@ def sweep_heads(
             endpoint = conns.append_endpoint(journal) if primary else conns.read_endpoint(journal)
             route = conns.route(journal) if members and primary else None
             others = [e for e in route.endpoints if e != endpoint] if route is not None else []
+            if others_only and members:
+                for other in others:
+                    start(journal, other, False)
+                continue
             if journal in held:
                 testing.rpc_hold("heads", journal, endpoint)
             start(journal, endpoint, True)
