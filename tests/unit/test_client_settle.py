@@ -123,3 +123,39 @@ def test_a_dead_cached_endpoint_is_passed_over_through_the_bootstrap():
     )
     assert primary_head(conns, "j/x") == 100
     assert conns.asked[:2] == ["dead", "bootstrap"]
+
+
+def test_a_sweep_of_many_journals_keeps_the_largest_head_of_each_route():
+    """Planning several journals sweeps their heads in one window: each journal's primary and
+    its other route members, the largest kept (the single-journal rule of primary_head)."""
+    from pyspark_gazette.client.heads import sweep_heads
+
+    conns = _Conns({"b1": 0, "b2": 9510, "b3": 0}, primary="b1")  # the primary joined late
+    names = [f"j/{i}" for i in range(5)]
+    for n in names:
+        conns.routes[n] = conns.route_pb
+    assert sweep_heads(conns, names, 4, primary=True) == dict.fromkeys(names, 0)  # the primary alone stops short
+    conns.asked.clear()
+    assert sweep_heads(conns, names, 4, primary=True, members=True) == dict.fromkeys(names, 9510)
+    assert conns.asked == ["b1", "b2", "b3"] * 5  # the primary first, one Read per member
+    conns.asked.clear()
+    assert sweep_heads(conns, names[:2], 4, primary=True, members=True, others_only=True) == dict.fromkeys(
+        names[:2], 9510
+    )
+    assert conns.asked == ["b2", "b3"] * 2  # the primary's answer is the caller's already
+    # A member that fails is left out; the primary's answer stands.
+    conns.down = {"b2"}
+    assert sweep_heads(conns, names[:1], 4, primary=True, members=True) == {names[0]: 0}
+    assert conns.route(names[0]) is not None  # a member's failure does not forget the route
+
+
+def test_a_listing_vouches_for_a_head_only_with_spool_content_reaching_it():
+    from pyspark_gazette.client.settle import spool_vouches
+
+    now = int(time.time())
+    assert spool_vouches([frag(0, 100, now), frag(100, 250)], 250)  # the answering member's spool reaches it
+    assert spool_vouches([frag(100, 300)], 250)  # beyond it: the end planned is the larger
+    assert not spool_vouches([frag(0, 100, now), frag(100, 200)], 250)  # the spool ends short
+    assert not spool_vouches([frag(0, 250, now)], 250)  # persisted only: a late joiner lists the same
+    assert not spool_vouches([frag(0, 100, now), frag(250, 250)], 250)  # an empty spool (rolled at a join)
+    assert not spool_vouches([], 0)  # nothing listed

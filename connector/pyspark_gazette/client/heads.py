@@ -118,58 +118,85 @@ def concurrently(fn: Callable[[str], _T], names: Sequence[str], threads: int) ->
 
 
 def sweep_heads(
-    conns: Connections, names: Sequence[str], window: int = SWEEP_WINDOW, *, primary: bool = False
+    conns: Connections,
+    names: Sequence[str],
+    window: int = SWEEP_WINDOW,
+    *,
+    primary: bool = False,
+    members: bool = False,
+    others_only: bool = False,
 ) -> dict[str, int]:
     """:func:`write_head` of every journal of ``names``, up to ``window`` Reads in flight.
 
     ``primary``: send each Read to the journal's primary when its route is known (the write head
     no acknowledged append lies beyond: :mod:`pyspark_gazette.client.settle`), not to a member.
+    ``members`` (with ``primary``): also ask every other member of a known route, in the same
+    window, and keep the largest answer. Gazette reports a broker's write head as the end of its
+    fragment index: a primary that joined the route after the last appends reports less until
+    the members that acknowledged them persist, and those members report them
+    (:func:`~pyspark_gazette.client.settle.primary_head` does the same for one journal). A
+    journal of one member (every journal of the embedded broker) costs one Read either way.
+    ``others_only`` (with ``members``): ask the other members only (the caller has the
+    primary's answer); a journal none of them answered is left out.
 
     The Reads are started without a thread each (gRPC runs a call as soon as it is made) and
-    their answers taken in order; a journal whose answer is not a plain write head is asked
-    again with :func:`write_head`'s retrying fallback, so the first error (in name order) is
-    raised.
+    their answers taken in order; a journal whose first Read's answer is not a plain write head
+    is asked again with :func:`write_head`'s retrying fallback, so the first error (in name
+    order) is raised. The other members' failures are left out (the journal keeps the largest
+    plain answer).
     """
     if window <= 1 and not primary:
         return {n: write_head(conns, n) for n in names}
     window = max(window, 1)
     kwargs = conns.call_kwargs()
-    calls: collections.deque = collections.deque()
+    calls: collections.deque = collections.deque()  # (journal, endpoint, call, first of the journal)
     out: dict[str, int] = {}
     held = testing.armed_journals("heads")
 
     def take() -> None:
-        journal, endpoint, call = calls.popleft()
+        journal, endpoint, call, first = calls.popleft()
         try:
             responses = list(call) if call is not None else []
         except grpc.RpcError as e:
-            conns.endpoint_failed(journal, endpoint if e.code() == grpc.StatusCode.UNAVAILABLE else None)
+            if first:
+                conns.endpoint_failed(journal, endpoint if e.code() == grpc.StatusCode.UNAVAILABLE else None)
             responses = []
         if len(responses) == 1 and responses[0].status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
             resp = responses[0]
-            if resp.HasField("header"):
+            if first and resp.HasField("header"):
                 conns.update_route(journal, resp.header)
-            out[journal] = resp.write_head
-        else:
-            out[journal] = write_head(conns, journal)
+            out[journal] = max(out.get(journal, 0), resp.write_head)
+        elif first:
+            out[journal] = max(out.get(journal, 0), write_head(conns, journal))
+
+    def start(journal: str, endpoint: str, first: bool) -> None:
+        request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+        try:
+            call = conns.stub(endpoint).Read(request, **kwargs)
+        except grpc.RpcError:
+            call = None
+        calls.append((journal, endpoint, call, first))
+        if len(calls) >= window:
+            take()
 
     try:
         for journal in names:
             endpoint = conns.append_endpoint(journal) if primary else conns.read_endpoint(journal)
+            route = conns.route(journal) if members and primary else None
+            others = [e for e in route.endpoints if e != endpoint] if route is not None else []
+            if others_only and members:
+                for other in others:
+                    start(journal, other, False)
+                continue
             if journal in held:
                 testing.rpc_hold("heads", journal, endpoint)
-            request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
-            try:
-                call = conns.stub(endpoint).Read(request, **kwargs)
-            except grpc.RpcError:
-                call = None
-            calls.append((journal, endpoint, call))
-            if len(calls) >= window:
-                take()
+            start(journal, endpoint, True)
+            for other in others:
+                start(journal, other, False)
         while calls:
             take()
     finally:
-        for _, _, call in calls:
+        for _, _, call, _ in calls:
             if call is not None:
                 call.cancel()
     return out

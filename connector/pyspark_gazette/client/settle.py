@@ -134,6 +134,21 @@ def primary_head(conns: Connections, journal: str) -> int | None:
     return best
 
 
+def spool_vouches(listed: Sequence[ListedFragment], head: int) -> bool:
+    """Whether a listing of a journal shows that ``head`` (its primary's write head) is not
+    short of any acknowledged append, so the route's other members need not be asked
+    (:func:`~pyspark_gazette.client.heads.sweep_heads` with ``members``).
+
+    It does when the listing holds content its answering member committed to its spool (a
+    fragment not persisted, ``mod_time`` 0, not empty) ending at ``head`` or beyond. A member's
+    spool starts, when it joins the route, at the end of the pipeline it joins, and every append
+    acknowledged while it is a member is committed by it: so its spool's end is at or beyond
+    every acknowledged append. A listing of persisted fragments only (an idle journal whose
+    spools were flushed, or a member that joined after the last appends: its index holds the
+    fragments persisted when it joined) vouches for nothing."""
+    return any(not f.spec.mod_time and f.spec.begin < f.spec.end and f.spec.end >= head for f in listed)
+
+
 def _metadata_head(conns: Connections, journal: str, endpoint: str) -> int | None:
     request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
     try:

@@ -275,7 +275,11 @@ class _Prefetch:
         request = pb.ReadRequest(journal=seg.journal, offset=self.begin, end_offset=0 if self.tail else self.end)
         kwargs = {k: v for k, v in self.conns.call_kwargs().items() if k != "timeout"}
         try:
-            self.call = self.conns.stub(self.conns.read_endpoint(seg.journal)).Read(request, **kwargs)
+            # The broker the plan names first (the primary at planning: it holds the unpersisted
+            # content counted on; a fresh executor knows no route and would go through the
+            # bootstrap address, which proxies or answers from its own index).
+            endpoint = seg.endpoint or self.conns.read_endpoint(seg.journal)
+            self.call = self.conns.stub(endpoint).Read(request, **kwargs)
         except grpc.RpcError:
             self.call = None
 

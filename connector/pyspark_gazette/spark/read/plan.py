@@ -3,8 +3,10 @@
 For each journal the planner takes one snapshot: the broker's fragment listing (persisted
 fragments with their store, plus the local, not yet persisted ones) and the write head at that
 moment, **settled** through failover (:mod:`pyspark_gazette.client.settle`): the end is the
-primary's write head when that is beyond the listing (a re-joined replica lists less than was
-acknowledged), and holes that a route member can still fill are listed again from the members,
+largest write head the route's members report when that is beyond the listing (a re-joined
+replica lists less than was acknowledged; with many journals, each primary is asked in one
+window, then every member of the journals whose listing does not vouch for their primary's
+answer: :func:`~pyspark_gazette.client.settle.spool_vouches`), and holes that a route member can still fill are listed again from the members,
 then waited out within ``broker.timeout``; only holes Gazette itself treats as gone, or that
 outlast the wait, are data loss. Bounds (offsets or fragment mod times) become a byte range ``[start, end)`` per
 journal, and the range is cut into :class:`Segment` s along fragment boundaries:
@@ -47,7 +49,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
 from pyspark_gazette.client.heads import sweep_heads
 from pyspark_gazette.client.list_apply import list_fragments_many
-from pyspark_gazette.client.settle import settle
+from pyspark_gazette.client.settle import settle, spool_vouches
 from pyspark_gazette.errors import GazetteError, OptionError, StoreError, redact_url
 from pyspark_gazette.fragments import FragmentRef, require_package
 from pyspark_gazette.message import Framing
@@ -162,12 +164,27 @@ def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: Re
     names = [i.name for i in live]
     listed = dict(list_fragments_many(client.conns, names, signature_ttl=ttl, window=PLAN_WINDOW))
     heads = sweep_heads(client.conns, names, PLAN_WINDOW, primary=True)  # after the listings: never below them
+    # A primary that joined the route after the last appends reports less than they reached;
+    # where the listing does not vouch for its head, every route member is asked too.
+    # (A route of one member, as on the embedded broker, has no one else to ask.)
+    doubtful = [
+        n for n in names if n in listed and _replicated(client, n) and not spool_vouches(listed[n], heads.get(n, 0))
+    ]
+    for n, head in sweep_heads(
+        client.conns, doubtful, PLAN_WINDOW, primary=True, members=True, others_only=True
+    ).items():
+        heads[n] = max(heads.get(n, 0), head)
     return [
         _snapshot(client, info, listed[info.name], opts, need=heads.get(info.name, 0), ask_primary=False)
         if info.name in listed
         else take_snapshot(client, info, opts)
         for info in infos
     ]
+
+
+def _replicated(client: JournalClient, journal: str) -> bool:
+    route = client.conns.route(journal)
+    return route is not None and len(route.endpoints) > 1
 
 
 def take_snapshot(
