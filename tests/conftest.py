@@ -38,12 +38,35 @@ _TIER_BY_DIR = {
 }
 
 
+#: The longest test files (tens of seconds to minutes each, from `--durations` of CI runs) go
+#: first: with the files shared out between parallel processes (pytest-xdist), a long file
+#: started last would leave the other process idle at the end.
+LONGEST_FIRST = [
+    "notebooks/test_notebooks.py",
+    "spark/test_stream_chaos.py",
+    "spark/test_installed_package.py",
+    "spark/test_quickstart.py",
+    "oracle/test_failover_gazette.py",
+    "fuzz/test_fuzz_text.py",
+    "oracle/test_auth_oracle.py",
+    "oracle/test_read_committed_oracle.py",
+    "oracle/test_flow_collection_oracle.py",
+]
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         rel = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
         marker = _TIER_BY_DIR.get(rel.parts[0]) if len(rel.parts) > 1 else None
         if marker:
             item.add_marker(getattr(pytest.mark, marker))
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def order(item) -> int:
+        rel = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").as_posix()
+        return rank.get(rel, len(rank))
+
+    items.sort(key=order)  # stable: the other files, and the tests within each, keep their order
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,8 @@ def test_the_quickstart_keeps_grpc_quiet_when_the_driver_forks():
     quiet = run("quiet")
     assert quiet.returncode == 0 and quiet.stdout == "forked\n", quiet.stderr
     assert "fork" not in quiet.stderr, quiet.stderr
-    # The same process without it: gRPC speaks up (what the test above guards against).
+    # The same process without it: gRPC speaks up (what the test above guards against); under
+    # load its handlers have even aborted the forked child (SIGABRT after an epoll_wait error), so
+    # only the message is required here, not the exit code.
     loud = run("default")
-    assert loud.returncode == 0 and "skipping fork() handlers" in loud.stderr, loud.stderr
+    assert "skipping fork() handlers" in loud.stderr, loud.stderr
