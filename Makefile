@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-unit test-oldest-pyspark gazette gazette-flow test-gazette-flow dev-cluster emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test test-unit test-oldest-pyspark oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -145,6 +145,8 @@ $(OLD_STAMP): pyproject.toml
 	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
 	$(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS)
 	rm -f $(OLD_VENV)/.installed-* && touch $@
+
+oldest-pyspark-venv: $(OLD_STAMP)  ## only the venv of test-oldest-pyspark (CI builds it while Go compiles)
 
 test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the oldest supported pyspark
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(SMOKE) -k "not gazette"
