@@ -227,6 +227,28 @@ def test_stream_of_a_collection_with_a_partition_selector_and_a_split_mid_stream
     assert got() == want_rows(oracle(target, [*us, added]))
 
 
+def stream_to_json(spark, target, collection, out, ckpt, **options):
+    """An availableNow stream of ``collection`` from the start, each micro-batch's journal,
+    offset and value written as JSON under ``out/<batch id>``."""
+    r = spark.readStream.format("gazette").option("broker.address", target.address)
+    r = r.option("store.fileRoot", target.store_root).option("collection", collection)
+    r = r.option("startingOffsets", "earliest")
+    for k, v in options.items():
+        r = r.option(k, v)
+
+    def sink(batch, batch_id):
+        batch.select("journal", "offset", "value").write.mode("overwrite").json(str(out / str(batch_id)))
+
+    q = r.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
+    q.trigger(availableNow=True).start().awaitTermination()
+
+
+def streamed_json(out):
+    """What :func:`stream_to_json` wrote: sorted (journal, offset, canonical document JSON)."""
+    rows = [json.loads(line) for f in sorted(out.glob("*/part-*.json")) for line in f.read_text().splitlines()]
+    return sorted((r["journal"], r["offset"], json.dumps(json.loads(r["value"]), sort_keys=True)) for r in rows)
+
+
 def test_a_journal_deleted_and_recreated_mid_stream(spark, target, tmp_path):
     """Rule: a journal whose write head is below the stream's offset in it was deleted and
     re-created. The query fails saying so; with failOnDataLoss=false it reads the new journal from
@@ -241,21 +263,10 @@ def test_a_journal_deleted_and_recreated_mid_stream(spark, target, tmp_path):
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
 
     def run(**options):
-        r = spark.readStream.format("gazette").option("broker.address", target.address)
-        r = r.option("store.fileRoot", target.store_root).option("collection", collection)
-        r = r.option("startingOffsets", "earliest")
-        for k, v in options.items():
-            r = r.option(k, v)
-
-        def sink(batch, batch_id):
-            batch.select("journal", "offset", "value").write.mode("overwrite").json(str(out / str(batch_id)))
-
-        q = r.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
-        q.trigger(availableNow=True).start().awaitTermination()
+        stream_to_json(spark, target, collection, out, ckpt, **options)
 
     def got():
-        rows = [json.loads(line) for f in sorted(out.glob("*/part-*.json")) for line in f.read_text().splitlines()]
-        return sorted((r["journal"], r["offset"], json.dumps(json.loads(r["value"]), sort_keys=True)) for r in rows)
+        return streamed_json(out)
 
     def want(lines):
         return sorted((x["journal"], x["offset"], json.dumps(x["doc"], sort_keys=True)) for x in lines)
@@ -317,20 +328,11 @@ def test_a_stream_across_a_suspension_and_resumption(spark, target, tmp_path):
     peer.flow_publish(target.address, [eu], seed=13, rounds=8)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
 
-    def run():
-        r = spark.readStream.format("gazette").option("broker.address", target.address)
-        r = r.option("store.fileRoot", target.store_root).option("collection", collection)
-        r = r.option("startingOffsets", "earliest")
-
-        def sink(batch, batch_id):
-            batch.select("journal", "offset", "value").write.mode("overwrite").json(str(out / str(batch_id)))
-
-        q = r.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
-        q.trigger(availableNow=True).start().awaitTermination()
+    def run(**options):
+        stream_to_json(spark, target, collection, out, ckpt, **options)
 
     def got():
-        rows = [json.loads(line) for f in sorted(out.glob("*/part-*.json")) for line in f.read_text().splitlines()]
-        return sorted((r["journal"], r["offset"], json.dumps(json.loads(r["value"]), sort_keys=True)) for r in rows)
+        return streamed_json(out)
 
     def want(journals):
         return sorted(
