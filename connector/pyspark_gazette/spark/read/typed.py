@@ -61,6 +61,7 @@ import binascii
 import datetime as _dt
 import decimal
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -91,6 +92,11 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError
+
+try:  # the optional C scanner (setup.py); without it every batch takes the pure-Python path
+    from pyspark_gazette import _jsonscan
+except ImportError:  # pragma: no cover - installs without a C compiler
+    _jsonscan = None
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 RESERVED_KINDS = frozenset({"journal", "offset", "uuid", "producer", "clock", "flags", "mod_time", "timestamp"})
@@ -127,6 +133,29 @@ _SPECIAL_FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "+Infinity": f
 _FLOAT32_MAX = 3.4028234663852886e38
 _EPOCH_DAY = _dt.date(1970, 1, 1).toordinal()
 _JSON_WS = " \t\r\n"
+
+#: Set to ``0`` to turn the C scanner off (benchmarks' same-run A/B, tests).
+NATIVE_ENV = "PYSPARK_GAZETTE_NATIVE_JSON"
+# The top-level field types the C scanner converts (jsonscan.c's K_* kinds); a schema with any
+# other type among its JSON fields takes the pure-Python path for the whole batch.
+_NATIVE_KINDS: dict[type, int] = {
+    StringType: 0,
+    LongType: 1,
+    IntegerType: 2,
+    ShortType: 3,
+    ByteType: 4,
+    DoubleType: 5,
+    FloatType: 6,
+    BooleanType: 7,
+    TimestampType: 8,
+    TimestampNTZType: 9,
+    DateType: 10,
+}
+
+
+def native_available() -> bool:
+    """Whether the C scanner is built and not turned off by :data:`NATIVE_ENV`."""
+    return _jsonscan is not None and os.environ.get(NATIVE_ENV, "1") != "0"
 
 
 class _Num(str):
@@ -533,6 +562,13 @@ class TypedDecoder:
         self._native = any(_has_ts(f.dataType) for f, _ in arrow_fields)
         self._native_tries = self._native_fallbacks = 0
         self.errors = 0
+        # The C scanner (_jsonscan): every JSON field a top-level scalar it converts, names unique.
+        kinds = [_NATIVE_KINDS.get(type(f.dataType)) for f in fields]
+        self._scan_plan: list[tuple[bytes, int]] | None = None
+        if native_available() and fields and None not in kinds and len(names) == len(schema.fields):
+            self._scan_plan = [(f.name.encode("utf-8"), k) for f, k in zip(fields, kinds, strict=True)]
+        self._scan_rows = self._scan_fallbacks = self._scan_batches = 0
+        self._index_map: np.ndarray | None = None  # indices of a sub-batch in the batch decoded
 
     # -- per record --------------------------------------------------------------------------
 
@@ -575,6 +611,8 @@ class TypedDecoder:
     def _malformed(self, index: int, raw: bytes | None) -> None:
         self.errors += 1
         if self.mode == "FAILFAST":
+            if self._index_map is not None:
+                index = int(self._index_map[index])
             text = (raw or b"").decode("utf-8", "replace")
             excerpt = text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
             err = MessageDecodeError(f"malformed JSON record at index {index} (mode FAILFAST): {excerpt!r}")
@@ -691,6 +729,58 @@ class TypedDecoder:
         if pa.types.is_large_binary(values.type) and pc.sum(pc.binary_length(values)).as_py() < 2**31 - 1:
             values = values.cast(pa.binary())
         pieces: list = []
+        if self._use_scan():
+            self._scan(values, pieces)
+        else:
+            self._python_pieces(values, pieces)
+        return self._assemble(values, metadata, pieces)
+
+    def _use_scan(self) -> bool:
+        """The C scanner, unless most records of the last batches fell back from it."""
+        if self._scan_plan is None:
+            return False
+        return self._scan_batches < _NATIVE_PATIENCE or 2 * self._scan_fallbacks <= self._scan_rows
+
+    def _scan(self, values: pa.Array, pieces: list) -> None:
+        """Records the C scanner is certain of become one piece; the others (status 2) are
+        decoded by the pure-Python path as a sub-batch, their indices mapped back."""
+        assert _jsonscan is not None and self._scan_plan is not None
+        n = len(values)
+        bufs = values.buffers()
+        status, rows, cols = _jsonscan.scan(
+            self._scan_plan,
+            bufs[0] if values.null_count else None,
+            bufs[1],
+            bufs[2],
+            values.offset,
+            n,
+            pa.types.is_large_binary(values.type),
+        )
+        st = np.frombuffer(status, np.uint8)
+        if rows:
+            arrays = []
+            for f, (valid, data, offs, nulls) in zip(self._json_arrow, cols, strict=True):
+                vbuf = pa.py_buffer(valid) if nulls else None
+                bufs = [vbuf, pa.py_buffer(data)] if offs is None else [vbuf, pa.py_buffer(offs), pa.py_buffer(data)]
+                arrays.append(pa.Array.from_buffers(f.type, rows, bufs, null_count=nulls))
+            batch = pa.RecordBatch.from_arrays(arrays, schema=self._json_arrow)
+            pieces.append((np.flatnonzero(st == 0), batch, np.zeros(rows, np.bool_)))
+        back = np.flatnonzero(st == 2)
+        self._scan_batches += 1
+        self._scan_rows += n
+        self._scan_fallbacks += len(back)
+        if len(back):
+            sub: list = []
+            self._index_map = back
+            try:
+                self._python_pieces(values.take(pa.array(back)), sub)
+            finally:
+                self._index_map = None
+            pieces.extend((back[src], batch, corrupt) for src, batch, corrupt in sub)
+
+    def _python_pieces(self, values: pa.Array, pieces: list) -> None:
+        """The pure-Python path (pyarrow's reader and the per-record rules) over ``values``."""
+        n = len(values)
         if self._all_python or not self._json.fields:
             self._records(values, range(n), pieces)
         else:
@@ -712,7 +802,6 @@ class TypedDecoder:
                     self._records(values, range(lo, hi), pieces)
                 else:
                     self._fast(values, lo, hi, pieces)
-        return self._assemble(values, metadata, pieces)
 
     def _assemble(self, values: pa.Array, metadata: Mapping[str, pa.Array], pieces: list) -> pa.RecordBatch | None:
         if not pieces:
