@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import struct
 from decimal import Decimal
 
 import pyarrow as pa
@@ -543,3 +544,410 @@ def test_maps_nested_in_structs_still_follow_the_per_record_rules():
     s = schema(("st", StructType([StructField("m", MapType(StringType(), LongType()))])))
     _, batch = decode(s, '{"st":{"m":{"a":1}}}', '{"st":{"m":{"b":"x"}}}')
     assert batch.column(0).to_pylist() == [{"m": [("a", 1)]}, {"m": None}]
+
+
+# -- the C scanner (_jsonscan) against the pure-Python path (issue 24) ------------------------
+
+SCAN = schema(
+    ("s", StringType()),
+    ("l", LongType()),
+    ("i", IntegerType()),
+    ("sh", ShortType()),
+    ("by", ByteType()),
+    ("d", DoubleType()),
+    ("f", FloatType()),
+    ("bo", BooleanType()),
+    ("ts", TimestampType()),
+    ("ntz", TimestampNTZType()),
+    ("dt", DateType()),
+    ("_corrupt_record", StringType()),
+)
+
+
+@pytest.fixture
+def scanner():
+    """The C scanner must be built wherever tests run in CI (a skip fails there, conftest.py)."""
+    from pyspark_gazette.spark.read import typed
+
+    if typed._jsonscan is None:
+        pytest.skip("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
+    return typed
+
+
+def pair(s, mode="PERMISSIVE"):
+    """A decoder on the C scanner and one on the pure-Python path, same options."""
+    native, python = TypedDecoder(s, mode=mode), TypedDecoder(s, mode=mode)
+    assert native._scan_plan is not None
+    python._scan_plan = None
+    return native, python
+
+
+def exact(v):
+    """Values compared exactly: floats by their bits (NaN, -0.0), everything else as is."""
+    if isinstance(v, float):
+        return ("float", struct.pack("<d", v))
+    if isinstance(v, dict):
+        return {k: exact(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [exact(x) for x in v]
+    return v
+
+
+def plain(batch):
+    """A batch's values compared exactly: timestamps and dates as numbers (pyarrow's parser
+    takes years Python's datetime cannot hold), floats by their bits."""
+    cols = [
+        c.view(pa.int64()) if pa.types.is_timestamp(c.type) else c.view(pa.int32()) if pa.types.is_date(c.type) else c
+        for c in batch
+    ]
+    return exact([c.to_pylist() for c in cols])
+
+
+def run(dec, arr):
+    try:
+        return dec.decode(arr, {}), dec.errors
+    except MessageDecodeError as e:
+        return ("raised", e.index, str(e)), dec.errors
+
+
+def assert_same(s, docs, modes=("PERMISSIVE", "DROPMALFORMED", "FAILFAST")):
+    arr = pa.array(docs, pa.binary())
+    for mode in modes:
+        native, python = pair(s, mode)
+        (a, ea), (b, eb) = run(native, arr), run(python, arr)
+        if isinstance(a, pa.RecordBatch) and isinstance(b, pa.RecordBatch):
+            assert a.schema.equals(b.schema)
+            assert plain(a) == plain(b), mode
+        else:
+            assert a == b, mode
+        assert ea == eb, mode
+    return native
+
+
+def test_the_switch_turns_the_scanner_off(scanner, monkeypatch):
+    assert TypedDecoder(SCAN)._scan_plan is not None
+    monkeypatch.setenv(scanner.NATIVE_ENV, "0")
+    assert TypedDecoder(SCAN)._scan_plan is None
+    # Types the scanner does not convert send the whole schema to the pure-Python path.
+    monkeypatch.delenv(scanner.NATIVE_ENV)
+    for t in (DecimalType(5, 2), BinaryType(), ArrayType(LongType()), MapType(StringType(), LongType())):
+        assert TypedDecoder(schema(("a", LongType()), ("x", t)))._scan_plan is None
+
+
+def scan_value(t, text: str):
+    """The value of ``{"v": text}`` for a field of type t, and whether the scanner fell back."""
+    native, python = pair(schema(("v", t), ("_corrupt_record", StringType())))
+    doc = ('{"v":' + text + "}").encode("utf-8", "surrogatepass")
+    a, b = native.decode(values(doc), {}), python.decode(values(doc), {})
+    assert plain(a) == plain(b), text
+    try:
+        value = a.column(0).to_pylist()[0]
+    except OverflowError:  # a year Python's datetime cannot hold (see plain)
+        value = OverflowError
+    return value, native._scan_fallbacks > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "want", "fell_back"),
+    [
+        (r'"a\"b\\c\/d\b\f\n\r\t"', 'a"b\\c/d\b\f\n\r\t', False),
+        (r'"\u00e9\u20ac\u0000"', "é€\x00", False),
+        (r'"\ud83d\ude00 \uD83D\uDE00"', "\U0001f600 \U0001f600", False),
+        ('"héllo €😀"', "héllo €😀", False),
+        (r'"\ud83d"', None, True),  # a lone high surrogate: Python's rules
+        (r'"\ude00x"', None, True),
+        (r'"\ud83d\u0041"', None, True),
+        (r'"\x"', None, True),
+        (r'"\u12"', None, True),
+        ('"tab\there"', None, True),  # a raw control character: malformed
+        ("12", "12", True),  # non-string values: their JSON text, by Python's rules
+    ],
+)
+def test_scanner_strings(scanner, text, want, fell_back):
+    value, back = scan_value(StringType(), text)
+    assert back == fell_back
+    if not fell_back:
+        assert value == want
+
+
+@pytest.mark.parametrize("bad", [b"\xff", b"\xc0\xaf", b"\xe0\x80\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc3"])
+@pytest.mark.parametrize("where", ["value", "key", "skipped", "trailing"])
+def test_scanner_invalid_utf8_is_left_to_python(scanner, bad, where):
+    s = schema(("v", StringType()), ("_corrupt_record", StringType()))
+    doc = {
+        "value": b'{"v":"a' + bad + b'"}',
+        "key": b'{"k' + bad + b'":1,"v":"a"}',
+        "skipped": b'{"x":["' + bad + b'"],"v":"a"}',
+        "trailing": b'{"v":"a"} ' + bad,
+    }[where]
+    native = assert_same(s, [b'{"v":"ok"}', doc])
+    assert native._scan_fallbacks == 1
+
+
+INT_EDGES = [
+    (LongType(), 2**63 - 1, 2**63),
+    (LongType(), -(2**63), -(2**63) - 1),
+    (IntegerType(), 2**31 - 1, 2**31),
+    (IntegerType(), -(2**31), -(2**31) - 1),
+    (ShortType(), 2**15 - 1, 2**15),
+    (ShortType(), -(2**15), -(2**15) - 1),
+    (ByteType(), 127, 128),
+    (ByteType(), -128, -129),
+]
+
+
+@pytest.mark.parametrize(("t", "edge", "over"), INT_EDGES)
+def test_scanner_integer_bounds(scanner, t, edge, over):
+    assert scan_value(t, str(edge)) == (edge, False)
+    assert scan_value(t, str(over)) == (None, True)
+    assert scan_value(t, "-0") == (0, False)
+    for text in ("1.0", "1e2", "01", '"1"', "true", "99999999999999999999999"):
+        assert scan_value(t, text)[0] is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0.1",
+        "-0.0",
+        "2.2250738585072014e-308",
+        "4.9e-324",
+        "2e-324",
+        "1.7976931348623157e308",
+        "1e400",
+        "-1e400",
+        "9007199254740993",  # 2^53 + 1: rounds to even
+        "9007199254740993.0",
+        "123456789012345678901234567890",
+        "0.30000000000000004",
+        "1.00000000000000011102230246251565404236316680908203125",  # a halfway case
+        "3.4028234663852886e38",
+        "1e-46",
+        "0.000001",
+        "12345678.9e-3",
+        "1E+2",
+    ],
+)
+@pytest.mark.parametrize("t", [DoubleType(), FloatType()])
+def test_scanner_numbers_round_like_python(scanner, t, text):
+    value, back = scan_value(t, text)
+    assert back == (isinstance(t, FloatType) and abs(float(text)) > 3.4028234663852886e38)
+    if not back:
+        want = float(text) if isinstance(t, DoubleType) else struct.unpack("<f", struct.pack("<f", float(text)))[0]
+        assert struct.pack("<d", value) == struct.pack("<d", want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("1.00000005960464477539062500000000001", 1.0000001192092896),  # just above a midpoint
+        ("1.000000059604644775390625", 1.0),  # the midpoint: to even
+        ("3.4028235e38", 3.4028234663852886e38),
+        ("7.006492321624086e-46", 1.401298464324817e-45),
+    ],
+)
+def test_scanner_float32_rounds_the_text_once(scanner, text, want):
+    """Float fields round the text to float32 once, as pyarrow's reader does (the Python rules'
+    text -> double -> float32 differs at float32 midpoints, which the scanner leaves to them)."""
+    assert scan_value(FloatType(), text)[0] == want
+
+
+@pytest.mark.parametrize("text", ['"NaN"', '"Infinity"', "NaN", "-Infinity", '"1.5"', "1.", ".5", "-", "1e", "-0"])
+def test_scanner_numbers_outside_the_common_case_are_left_to_python(scanner, text):
+    assert scan_value(DoubleType(), text)[1]
+
+
+TS_EDGES = [
+    ("0001-01-01T00:00:00Z", dt.datetime(1, 1, 1, tzinfo=UTC)),
+    ("9999-12-31T23:59:59.999999Z", dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)),
+    ("1969-12-31T23:59:59.9999999Z", dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)),
+    ("2024-02-29 12:00:00", dt.datetime(2024, 2, 29, 12, tzinfo=UTC)),
+    ("2000-02-29T00:00:00.5", dt.datetime(2000, 2, 29, 0, 0, 0, 500000, tzinfo=UTC)),
+    ("2024-01-02T03:04:05.Z", dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)),
+    ("2024-01-02T03:04:05+18:00", dt.datetime(2024, 1, 1, 9, 4, 5, tzinfo=UTC)),
+    ("2024-01-02T03:04:05-1800", dt.datetime(2024, 1, 2, 21, 4, 5, tzinfo=UTC)),
+    ("2024-01-02T03:04:05.123-05:30", dt.datetime(2024, 1, 2, 8, 34, 5, 123000, tzinfo=UTC)),
+    ("2024-12-31", dt.datetime(2024, 12, 31, tzinfo=UTC)),
+]
+# Spark takes these but the scanner leaves them to Python (or they are malformed there).
+TS_LEFT = [
+    "2024-1-2 3:4:5",
+    "2024-01-02T03:04",
+    "2024-01-02 03:04:05 UTC",
+    "2024-01-02T03:04:05+1:00",
+    "2024-01-02T03:04:05+18:01",
+    "2024-01-02T03:04:05+19",
+    "2023-02-29T00:00:00Z",
+    "1900-02-29",
+    "0000-01-01T00:00:00Z",
+    "2024-01-02T24:00:00Z",
+    "2024-01-02T03:60:00Z",
+    "2024-01-02T03:04:60Z",
+    " 2024-01-02T03:04:05Z",
+    "2024-01-02T03:04:05Z ",
+    "2024-01-02T03:04:05\\u005A",
+    "+2024-01-02",
+    "",
+]
+
+
+@pytest.mark.parametrize(("text", "want"), TS_EDGES)
+def test_scanner_timestamps_at_the_edges(scanner, text, want):
+    assert scan_value(TimestampType(), json.dumps(text)) == (want, False)
+    ntz, back = scan_value(TimestampNTZType(), json.dumps(text))
+    zoned = text.endswith("Z") or "+" in text or text.count("-") > 2
+    assert back == zoned
+    if not zoned:
+        assert ntz == want.replace(tzinfo=None)
+    assert scan_value(DateType(), json.dumps(text)) == (dt.date.fromisoformat(text[:10]), False)
+
+
+@pytest.mark.parametrize("text", TS_LEFT)
+def test_scanner_leaves_other_timestamp_forms_to_python(scanner, text):
+    assert scan_value(TimestampType(), json.dumps(text))[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "want", "fell_back"),
+    [
+        ("0", dt.datetime(1970, 1, 1, tzinfo=UTC), False),
+        ("-86400", dt.datetime(1969, 12, 31, tzinfo=UTC), False),
+        ("9223372036854", None, False),  # Spark's bound; the datetime is beyond Python's range
+        ("9223372036855", None, True),
+        ("1.5", None, True),
+    ],
+)
+def test_scanner_epoch_seconds(scanner, text, want, fell_back):
+    native, python = pair(schema(("v", TimestampType())))
+    doc = values('{"v":' + text + "}")
+    a, b = native.decode(doc, {}), python.decode(doc, {})
+    assert a.column(0).cast(pa.int64()).equals(b.column(0).cast(pa.int64()))
+    assert (native._scan_fallbacks > 0) == fell_back
+    if want is not None:
+        assert a.column(0).to_pylist() == [want]
+
+
+def test_scanner_records_follow_the_docstring(scanner):
+    s = schema(("a", LongType()), ("b", StringType()), ("_corrupt_record", StringType()))
+    docs = [
+        b'{"a":1,"a":2,"b":"x","b":null}',  # duplicates: the last value
+        b'{"b":"y","a":3} trailing [',  # content after the value is ignored
+        b'  \t{ "a" : 4 , "zz" : {"q":[1,{"r":null}],"s":"\\u00e9"} }  ',
+        b"",  # blank: no row
+        b" \r\n",
+        b"{}",
+        b'[{"a":5}]',  # a top-level array: Python's rules
+        b'{"a":6',
+        b'{"a":7,}',
+        b'{"a":"8"}',
+    ]
+    native = assert_same(s, docs)
+    assert native._scan_fallbacks == 4
+    rows = TypedDecoder(s).decode(values(*docs), {}).to_pylist()
+    assert [(r["a"], r["b"]) for r in rows[:4]] == [(2, None), (3, "y"), (4, None), (None, None)]
+
+
+def test_scanner_null_records_and_sliced_input(scanner):
+    s = schema(("a", LongType()))
+    arr = pa.array([b'{"a":0}', None, b'{"a":2}', b'{"a":3}', None, b'{"a":5}'], pa.binary())
+    for part in (arr, arr.slice(1), arr.slice(2, 3), pa.array(arr.to_pylist(), pa.large_binary()).slice(1, 4)):
+        native, python = pair(s)
+        assert native.decode(part, {}).equals(python.decode(part, {}))
+
+
+def test_scanner_failfast_names_the_record_in_the_whole_batch(scanner):
+    native, _ = pair(schema(("a", LongType())), mode="FAILFAST")
+    with pytest.raises(MessageDecodeError, match="index 3") as err:
+        native.decode(values('{"a":1}', '{"a":2}', '{"a":9223372036854775807}', '{"a":"x"}', '{"a":"y"}'), {})
+    assert err.value.index == 3
+
+
+def test_scanner_gives_up_when_most_records_fall_back(scanner):
+    native, _ = pair(schema(("t", TimestampType())))
+    odd = values(*[json.dumps({"t": f"2024-1-{1 + i % 28} 3:4:5"}) for i in range(50)])
+    for _ in range(8):
+        assert native.decode(odd, {}).column(0).null_count == 0
+    assert native._scan_batches == 4  # _NATIVE_PATIENCE batches, then the pure-Python path only
+
+
+# Records for the differential test: values of every JSON type and of the field's, forms at the
+# edges, extra fields, duplicate keys, spacing, trailing content, and damage.
+JSON_ANY = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
+    max_leaves=6,
+)
+NUMBER_TEXT = st.builds(
+    lambda sign, i, f, e: sign + i + f + e,
+    st.sampled_from(["", "-"]),
+    st.sampled_from(["0", "1", "01", "9007199254740993", "123456789012345678901234"]) | st.integers(0, 10**20).map(str),
+    st.sampled_from(["", ".", ".0", ".5", ".000001", ".30000000000000004"]),
+    st.sampled_from(["", "e5", "E-5", "e+400", "e-400", "e", "e308"]),
+)
+TS_TEXT = st.builds(
+    lambda y, mo, d, sep, h, mi, s, f, z: f"{y}-{mo}-{d}" + ("" if sep is None else f"{sep}{h}:{mi}:{s}{f}{z}"),
+    st.sampled_from(["2024", "0001", "9999", "0000", "1969", "2000", "1900", "+2024", "24"]),
+    st.sampled_from(["01", "02", "12", "13", "00", "1"]),
+    st.sampled_from(["01", "28", "29", "30", "31", "32", "1"]),
+    st.sampled_from([None, "T", " ", "t"]),
+    st.sampled_from(["00", "23", "24", "3"]),
+    st.sampled_from(["00", "59", "60"]),
+    st.sampled_from(["00", "59", "60", "5"]),
+    st.sampled_from(["", ".", ".5", ".123456", ".1234567"]),
+    st.sampled_from(["", "Z", "+01:00", "-0530", "+18:00", "-18:00", "+18:01", "+1:00", "+19", " UTC", "z", "+0100x"]),
+)
+
+
+def value_text(kind):
+    plain = {
+        "s": st.text(max_size=6),
+        "bo": st.booleans(),
+        "l": st.sampled_from([2**63 - 1, -(2**63), 2**63, 7]) | st.integers(-(2**65), 2**65),
+        "i": st.sampled_from([2**31 - 1, -(2**31), 2**31]) | st.integers(-(2**33), 2**33),
+        "sh": st.integers(-(2**16), 2**16),
+        "by": st.integers(-300, 300),
+        "d": st.floats(allow_nan=False, allow_infinity=False),
+        "f": st.floats(allow_nan=False, allow_infinity=False),
+        "ts": TS_TEXT | st.integers(-(2**44), 2**44),
+        "ntz": TS_TEXT,
+        "dt": TS_TEXT | st.sampled_from(["2024-01-02Tjunk", "2024-01-02 x", "2024-1-2", "2024-01"]),
+    }[kind]
+    as_json = (plain | JSON_ANY).flatmap(lambda v: st.sampled_from([json.dumps(v), json.dumps(v, ensure_ascii=False)]))
+    raw = NUMBER_TEXT | st.sampled_from(['"\\ud800"', '"\\udc00x"', '"a\\u00e9\\ud83d\\ude00"', "NaN", '"NaN"', "nul"])
+    valid = plain.map(json.dumps)  # mostly the field's own type, so most records take the scanner
+    extra = [st.just('"\\"\\\\\\/\\b\\t\\u0041"')] if kind == "s" else []
+    return st.one_of(valid, valid, valid, valid, as_json, raw, *extra)
+
+
+VALUE_TEXT = {k: value_text(k) for k in SCAN.fieldNames()[:-1]} | {"x": JSON_ANY.map(json.dumps)}
+
+
+@st.composite
+def scan_record(draw) -> bytes:
+    keys = draw(st.lists(st.sampled_from([*SCAN.fieldNames()[:-1], "x", "s", "ts"]), max_size=6))
+    pairs = []
+    for k in keys:
+        text = draw(VALUE_TEXT[k])
+        pairs.append(json.dumps(k) + draw(st.sampled_from([":", " : "])) + text)
+    doc = "{" + draw(st.sampled_from([",", ", "])).join(pairs) + "}"
+    doc = draw(st.sampled_from(["", " ", "\t"])) + doc + draw(st.sampled_from(["", " ", "\n", " x", "{"]))
+    raw = doc.encode("utf-8", "surrogatepass")
+    kind = draw(st.integers(0, 9))
+    if kind == 0:  # damage
+        at = draw(st.integers(0, len(raw)))
+        raw = raw[:at] + draw(st.sampled_from([b"", b"\xff", b"\xc3", b'"', b"}", b"\\", b"\x01"])) + raw[at + 1 :]
+    elif kind == 1:
+        raw = draw(st.sampled_from([b"", b"  ", b"[" + raw + b"]", b"5", b"null", raw + raw]))
+    return raw
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=st.lists(scan_record(), min_size=1, max_size=12))
+def test_scanner_equals_the_pure_python_path(docs):
+    """The differential property: whatever the records, the C scanner's batches (and errors, and
+    FAILFAST's record index) equal the pure-Python path's, in every mode."""
+    from pyspark_gazette.spark.read import typed
+
+    if typed._jsonscan is None:
+        pytest.skip("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
+    assert_same(SCAN, docs)

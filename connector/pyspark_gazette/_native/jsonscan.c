@@ -336,7 +336,9 @@ static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 
 /* The double Python's float() gives for the number's text; 0 when unsure (the caller falls back). */
 static int number_to_double(const Num *n, double *out) {
     if (n->is_int) {
-        /* Python: float(int(text)), so "-0" is 0.0; an int64 converts with one rounding. */
+        /* An int64 converts with one rounding, as Python's float(int(text)) does. "-0" is
+         * 0.0 for Python's rules but -0.0 for pyarrow's reader: left to the Python path. */
+        if (n->neg && n->mant == 0) return 0;
         if (!n->dropped) {
             if (n->mant <= (uint64_t)INT64_MAX) {
                 int64_t v = (int64_t)n->mant;
@@ -590,8 +592,15 @@ static const u8 *typed_value(Scan *S, Col *c, const u8 *p, const u8 *end) {
             if (c->kind == K_DOUBLE) {
                 put_fixed(c, row, &d);
             } else {
-                if (fabs(d) > 3.4028234663852886e38) d = d > 0 ? HUGE_VAL : -HUGE_VAL;
+                /* pyarrow's reader rounds the text to float32 once; text -> double -> float32
+                 * agrees except where the double is a float32 midpoint (or past float32's
+                 * range, where Python's rules and pyarrow's differ): those go to Python. */
+                if (!(fabs(d) <= 3.4028234663852886e38)) return NULL;
                 float f = (float)d;
+                if ((double)f != d) {
+                    float other = nextafterf(f, d > (double)f ? HUGE_VALF : -HUGE_VALF);
+                    if (d - (double)f == (double)other - d) return NULL;
+                }
                 put_fixed(c, row, &f);
             }
             c->state = 2;

@@ -213,12 +213,23 @@ def _bool_conv(v: Any) -> Any:
 
 def _string_conv(v: Any) -> Any:
     if isinstance(v, str):  # A string, or a number's source text.
-        return str(v)
+        return _unpaired(str(v))
     if type(v) is bool:
         return "true" if v else "false"
     if type(v) is int:
         return str(v)
-    return _dump(v)
+    return _unpaired(_dump(v))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unpaired(s: str) -> str:
+    """``s`` with each unpaired surrogate (a lone ``\\ud83d`` escape) as ``?``, as Java's UTF-8
+    encoder writes it into Spark's strings (UTF-8 cannot hold it)."""
+    if _SURROGATE.search(s) is None:
+        return s
+    return s.encode("utf-8", "replace").decode("utf-8")
 
 
 def _dump(v: Any) -> str:
@@ -500,6 +511,14 @@ def _post(arr: pa.Array, t: DataType, out: pa.DataType) -> tuple[pa.Array, np.nd
         return pa.nulls(len(arr), out), valid.to_numpy(zero_copy_only=False)
     bad = pc.invert(ok).to_numpy(zero_copy_only=False)
     return res, (bad if bad.any() else None)
+
+
+def _is_utf8(raw: bytes | None) -> bool:
+    try:
+        (raw or b"").decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _join_lines(values: pa.Array) -> pa.Buffer:
@@ -796,6 +815,10 @@ class TypedDecoder:
             special = (starts[1:] == starts[:-1]) | (first != 0x7B)
             if values.null_count:
                 special |= values.is_null().to_numpy(zero_copy_only=False)
+            try:  # pyarrow's reader takes invalid UTF-8 inside strings; Python's rules do not
+                values.cast(pa.string())
+            except pa.ArrowInvalid:
+                special |= np.array([not _is_utf8(v) for v in values.to_pylist()], np.bool_)
             edges = [0, *(np.flatnonzero(special[1:] != special[:-1]) + 1).tolist(), n]
             for lo, hi in zip(edges[:-1], edges[1:], strict=True):
                 if special[lo]:
