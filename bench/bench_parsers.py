@@ -8,7 +8,9 @@ pieces exactly as the executor does (:class:`~pyspark_gazette.message.ArrowLineD
 ``--piece`` MiB chunks, 1 MiB like ``segments.FEED_BYTES`` by default). Every contender turns
 the same pieces into Arrow columns of the schema, best of ``--rounds``, interleaved:
 
-* ``ours``: :class:`~pyspark_gazette.spark.read.typed.TypedDecoder` (every Spark rule);
+* ``ours``: :class:`~pyspark_gazette.spark.read.typed.TypedDecoder` (every Spark rule) on its
+  pure-Python path (pyarrow's reader), and ``ours, C scanner`` on the optional C scanner
+  (``pyspark_gazette._jsonscan``), both in the same run;
 * ``pyarrow.json``: the bare reader, timestamps as strings and natively (``timestamp[us, UTC]``);
 * ``polars``, ``duckdb``, ``msgspec``/``orjson`` (+ ``pa.array``), ``simdjson`` where installed
   (each without Spark's rules: the least that parser costs);
@@ -78,8 +80,12 @@ def contenders(ddl: str) -> dict:
     out_schema = to_arrow_schema(schema, timezone="UTC")
     as_string = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_timestamp(f.type) else f for f in out_schema])
     dec = TypedDecoder(schema)
+    dec._scan_plan = None  # the pure-Python path (what PYSPARK_GAZETTE_NATIVE_JSON=0 gives)
     c: dict = {}
     c["ours"] = lambda ps: sum(dec.decode(v, {}).num_rows for v in ps)
+    native = TypedDecoder(schema)
+    if native._scan_plan is not None:
+        c["ours, C scanner"] = lambda ps: sum(native.decode(v, {}).num_rows for v in ps)
 
     def pj_with(s: pa.Schema):
         opts = pj.ParseOptions(explicit_schema=s, unexpected_field_behavior="ignore")
@@ -201,8 +207,8 @@ def main() -> int:
     for label, ddl in (("full", SCHEMA), ("2 of 8", TWO)):
         for name, fn in contenders(ddl).items():
             cases[f"{label}: {name}"] = (fn, small)
-            if name == "ours":
-                cases[f"{label}: ours, {args.big} MiB pieces"] = (fn, big)
+            if name.startswith("ours"):
+                cases[f"{label}: {name}, {args.big} MiB pieces"] = (fn, big)
     best: dict[str, float] = {}
     for _ in range(args.rounds):
         for name, (fn, ps) in cases.items():

@@ -10,7 +10,8 @@ interleaved and best of ``--rounds``, on a local[2] Spark:
   (a) raw reads: ``spark.read.format("gazette")`` ``value`` column vs ``spark.read.text(file)``
       (the same aggregate over every row), goal ratio >= 1.0;
   (b) typed reads: the gazette source with a schema vs ``spark.read.schema(s).json(file)``,
-      goal ratio >= 1.5;
+      goal ratio >= 1.5; and the same read with the C JSON scanner off in its Python workers
+      (``gazette_purepython``, bench/floors.py), same session;
   (c) direct fragment reads vs the same read forced through the broker Read RPC
       (``directReads=false``), goal ratio >= 3;
   (f) same-run floors: the ``arrowfloor`` source of bench/floors.py yielding, batch for batch,
@@ -253,6 +254,11 @@ def main() -> int:
             from pyspark_gazette.spark.source import untyped_schema
 
             floors.register(spark)
+            pure = floors.register_pure_python(spark)  # the same source, C JSON scanner off
+
+            def gz_pure(**opts):
+                r = gz(**opts)
+                return r.format(pure)
 
             def read_opts(**extra):
                 return ReadOptions.parse(
@@ -293,6 +299,13 @@ def main() -> int:
                 "a: spark.read.text": lambda: spark.read.text(flat).agg(F.sum(F.length("value"))).collect(),
                 "b: gazette typed": lambda: (
                     gz(endingOffsets=end)
+                    .schema(schema_ddl)
+                    .load("bench/events")
+                    .agg(F.sum("amount"), F.countDistinct(key), F.max("ts"))
+                    .collect()
+                ),
+                "b: gazette typed, no C": lambda: (
+                    gz_pure(endingOffsets=end)
                     .schema(schema_ddl)
                     .load("bench/events")
                     .agg(F.sum("amount"), F.countDistinct(key), F.max("ts"))
@@ -349,6 +362,7 @@ def main() -> int:
             if "b" in groups:
                 typed = [tuple(r) for r in cases["b: gazette typed"]()]
                 assert typed == [tuple(r) for r in cases["b: spark.read.json"]()]
+                assert typed == [tuple(r) for r in cases["b: gazette typed, no C"]()]
             if "c" in groups:
                 assert cases["c: direct reads"]()[0][0] == cases["c: through broker"]()[0][0]
             if "f" in groups:
@@ -361,7 +375,7 @@ def main() -> int:
                 assert cases["n: gazette typed, 2 fields"]() == cases["b: gazette typed, same query"]()
             rss = {}
             if "m" in args.cases:  # peak worker RSS: one raw read, one typed read
-                for name in ("a: gazette value", "b: gazette typed"):
+                for name in ("a: gazette value", "b: gazette typed", "b: gazette typed, no C"):
                     with RssSampler() as sampler:
                         cases[name]()
                     rss[name] = sampler.max_peak()
@@ -379,6 +393,8 @@ def main() -> int:
                 ("c", "c: direct vs through the broker", "c: through broker", "c: direct reads", 3.0),
                 ("f", "f: raw reads vs the raw floor", "f: floor raw", "a: gazette value", 0.95),
                 ("f", "f: typed reads vs the typed floor", "f: floor typed", "b: gazette typed", 0.9),
+                ("f", "f: typed, no C scanner, vs the floor", "f: floor typed", "b: gazette typed, no C", 0.9),
+                ("b", "b: typed, C scanner vs without", "b: gazette typed, no C", "b: gazette typed", 1.0),
                 ("f", "f: floor, 8x batches vs floor", "f: floor raw", "f: floor raw x8 batch", 1.0),
                 ("s", "s: value only vs three columns", "a: gazette value", "s: gazette value only", 1.0),
                 (
@@ -392,11 +408,16 @@ def main() -> int:
             ratios = [(name, best[base] / best[ours], goal) for g, name, base, ours, goal in wanted if g in args.cases]
             if "b" in groups and "f" in args.cases:
                 print(f"  (b') typed vs spark.read.json: {best['b: spark.read.json'] / best['b: gazette typed']:.2f}")
+                print(
+                    "  (b') typed, no C scanner, vs spark.read.json: "
+                    f"{best['b: spark.read.json'] / best['b: gazette typed, no C']:.2f}"
+                )
             if rss:
                 raw_rss, typed_rss = rss["a: gazette value"], rss["b: gazette typed"]
                 print(
                     f"\n  (m) peak Python worker RSS: raw read {raw_rss / 2**20:.0f} MiB, typed read "
-                    f"{typed_rss / 2**20:.0f} MiB ({typed_rss / raw_rss:.2f}x raw; goal <= 2)"
+                    f"{typed_rss / 2**20:.0f} MiB ({typed_rss / raw_rss:.2f}x raw; goal <= 2), without the C "
+                    f"scanner {rss['b: gazette typed, no C'] / 2**20:.0f} MiB"
                 )
                 ratios.append(("m: raw RSS / typed RSS (>= 0.5: within 2x)", raw_rss / typed_rss, 0.5))
 
@@ -436,6 +457,8 @@ def main() -> int:
                     for b in read_partition(p, o, raw_schema)
                 ]
                 decoder = TypedDecoder(typed_schema)
+                pure_decoder = TypedDecoder(typed_schema)
+                pure_decoder._scan_plan = None
                 bare_opts = pj.ParseOptions(explicit_schema=decoder.out_schema, unexpected_field_behavior="ignore")
 
                 def bare() -> int:
@@ -448,11 +471,17 @@ def main() -> int:
                 def ours() -> int:
                     return sum(decoder.decode(v, {}).num_rows for v in values)
 
-                assert bare() == ours()
+                def ours_pure() -> int:
+                    return sum(pure_decoder.decode(v, {}).num_rows for v in values)
+
+                assert bare() == ours() == ours_pure()
                 t_bare = min(timed(bare) for _ in range(args.rounds))
                 t_ours = min(timed(ours) for _ in range(args.rounds))
+                t_pure = min(timed(ours_pure) for _ in range(args.rounds))
                 print(
-                    f"\n  (t) typed decode alone, one process: ours {mb / t_ours:.0f} MB/s, "
+                    f"\n  (t) typed decode alone, one process: ours {mb / t_ours:.0f} MB/s "
+                    f"(C scanner {'on' if decoder._scan_plan else 'not used for this schema'}), "
+                    f"without the C scanner {mb / t_pure:.0f} MB/s, "
                     f"pyarrow.json into the schema {mb / t_bare:.0f} MB/s"
                 )
                 ratios.append(("t: typed decode vs bare pyarrow.json", t_bare / t_ours, 0.9))

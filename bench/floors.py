@@ -31,6 +31,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pyspark_gazette.spark.read.typed import NATIVE_ENV
+from pyspark_gazette.spark.source import GazetteDataSource
+
 
 def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     if len(batches) == 1:
@@ -119,3 +122,25 @@ class DiscardDataSource(DataSource):
 def register(spark) -> None:  # type: ignore[no-untyped-def]
     spark.dataSource.register(ArrowFloorDataSource)
     spark.dataSource.register(DiscardDataSource)
+
+
+def register_pure_python(spark) -> str:  # type: ignore[no-untyped-def]
+    """The gazette source again as ``gazette_purepython``, whose Python workers run with the C
+    JSON scanner turned off (``PYSPARK_GAZETTE_NATIVE_JSON=0``): a source's environment is the
+    SparkContext's at registration, and workers with another environment are other processes.
+    So one Spark session compares typed reads with and without the scanner. Returns the name."""
+    env = spark.sparkContext.environment
+    env[NATIVE_ENV] = "0"
+    try:
+        spark.dataSource.register(GazettePurePython)
+    finally:
+        del env[NATIVE_ENV]
+    return GazettePurePython.name()
+
+
+class GazettePurePython(GazetteDataSource):
+    """The gazette source under another name (see :func:`register_pure_python`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "gazette_purepython"

@@ -546,6 +546,30 @@ def test_maps_nested_in_structs_still_follow_the_per_record_rules():
     assert batch.column(0).to_pylist() == [{"m": [("a", 1)]}, {"m": None}]
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_invalid_utf8_inside_a_string_is_malformed(native):
+    """pyarrow's reader passes invalid UTF-8 inside strings through (an invalid Arrow string);
+    Spark's rules, and ours, make the record malformed."""
+    s = schema(("v", StringType()), ("k", LongType()), ("_corrupt_record", StringType()))
+    dec = TypedDecoder(s)
+    if not native:
+        dec._scan_plan = None
+    batch = dec.decode(values(b'{"v":"ok","k":1}', b'{"v":"a\xff","k":2}', b'{"k\xfe":1,"k":3}'), {})
+    batch.validate(full=True)
+    assert batch.column("v").to_pylist() == ["ok", None, None]
+    assert batch.column("k").to_pylist() == [1, None, None]
+    assert batch.column("_corrupt_record").to_pylist() == [None, '{"v":"a\ufffd","k":2}', '{"k\ufffd":1,"k":3}']
+    assert dec.errors == 2
+
+
+def test_lone_surrogate_escapes_become_question_marks():
+    """A string with an unpaired surrogate escape (which UTF-8 cannot hold) gets "?" for it, as
+    Java's UTF-8 encoder writes it; it used to fail the whole batch."""
+    s = schema(("v", StringType()), ("w", StringType()))
+    _, batch = decode(s, '{"v":"a\\ud83dz","w":["\\udc00"]}', '{"v":"\\ud83d\\ude00"}')
+    assert batch.to_pylist() == [{"v": "a?z", "w": '["?"]'}, {"v": "\U0001f600", "w": None}]
+
+
 # -- the C scanner (_jsonscan) against the pure-Python path (issue 24) ------------------------
 
 SCAN = schema(

@@ -59,6 +59,7 @@ typedef struct {
     const u8 *name;
     Py_ssize_t name_len;
     int kind;
+    int plain; /* the name has no quote, backslash or control byte: a raw key can equal it */
     u8 *valid;      /* one byte a row, packed into a bitmap at the end */
     u8 *fixed;      /* n * WIDTH[kind] (bools: one byte a row, packed at the end) */
     int32_t *offs;  /* strings: n + 1 offsets */
@@ -162,9 +163,25 @@ static int sreserve(Scan *S, Col *c, size_t more) {
 /* A JSON string at p (just after the opening quote). With out, its decoded UTF-8 is appended to
  * out's data. Returns the position after the closing quote, or NULL when the string is malformed
  * or not certain (control characters, bad escapes, lone surrogates, invalid UTF-8). */
+#define ONES UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
+
+/* Whether any of the 8 bytes in w is a quote, a backslash, a control or a non-ASCII byte (the
+ * bytes a string's plain run stops at): zero-byte tests on w (SWAR), exact for ASCII bytes. */
+static inline uint64_t special8(uint64_t w) {
+    uint64_t q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
+    return (w | ((q - ONES) & ~q) | ((b - ONES) & ~b) | (w - ONES * 0x20)) & HIGHS;
+}
+
 static const u8 *scan_string(Scan *S, const u8 *p, const u8 *end, Col *out) {
     for (;;) {
         const u8 *run = p;
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (special8(w)) break;
+            p += 8;
+        }
         while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
         if (out && p > run) {
             if (!sreserve(S, out, (size_t)(p - run))) return NULL;
@@ -643,13 +660,6 @@ static const u8 *typed_value(Scan *S, Col *c, const u8 *p, const u8 *end) {
 }
 
 static Col *find_field(Scan *S, const u8 *k, Py_ssize_t len) {
-    if (S->expect < S->ncols) {
-        Col *c = &S->cols[S->expect];
-        if (c->name_len == len && memcmp(c->name, k, (size_t)len) == 0) {
-            S->expect++;
-            return c;
-        }
-    }
     uint32_t h = hash_bytes(k, len) & (uint32_t)S->tmask;
     for (;;) {
         int i = S->table[h];
@@ -678,6 +688,17 @@ static int scan_record(Scan *S, const u8 *p, const u8 *end) {
         for (;;) {
             if (p >= end || *p != '"') goto fallback;
             const u8 *k = ++p;
+            Col *c = NULL;
+            if (S->expect < S->ncols) { /* the usual case: the key the last record had here */
+                Col *e = &S->cols[S->expect];
+                if (e->plain && end - k > e->name_len && k[e->name_len] == '"' &&
+                    memcmp(k, e->name, (size_t)e->name_len) == 0) {
+                    c = e;
+                    S->expect++;
+                    p = k + e->name_len;
+                    goto key_done;
+                }
+            }
             while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) {
                 if (*p >= 0x80) {
                     int n = utf8_seq(p, end);
@@ -688,7 +709,8 @@ static int scan_record(Scan *S, const u8 *p, const u8 *end) {
                 }
             }
             if (p >= end || *p != '"') goto fallback; /* escapes in keys: Python's */
-            Col *c = find_field(S, k, p - k);
+            c = find_field(S, k, p - k);
+        key_done:
             p = skip_ws(p + 1, end);
             if (p >= end || *p != ':') goto fallback;
             p = skip_ws(p + 1, end);
@@ -834,6 +856,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         c->name = (const u8 *)name; /* the plan list keeps the bytes alive */
         c->name_len = name_len;
         c->kind = kind;
+        c->plain = 1;
+        for (Py_ssize_t b = 0; b < name_len; b++) {
+            if (c->name[b] == '"' || c->name[b] == '\\' || c->name[b] < 0x20) c->plain = 0;
+        }
         size_t rows = (size_t)n + 8;
         c->valid = (u8 *)malloc(rows);
         if (kind == K_STRING) {
