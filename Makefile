@@ -21,13 +21,17 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+# setup.py builds the optional C JSON scanner (pip install -e builds it in place): a changed C
+# source re-runs the install, so the scanner tests run against it.
+NATIVE := setup.py $(wildcard connector/pyspark_gazette/_native/*.c)
+
+$(RUN_STAMP): pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	@echo "==> installing pyspark-gazette and its runtime dependencies into $(VENV) (pyspark, pyarrow, grpcio, ...):"
 	@echo "    first run only; about 500 MB to download (pyspark is most of it), typically 1-3 minutes"
 	$(PY) -m pip install --progress-bar off -e .
 	touch $(RUN_STAMP)
 
-$(STAMP): pyproject.toml | $(VENV)/bin/python
+$(STAMP): pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	@echo "==> installing pyspark-gazette with its development tools into $(VENV) (tests, lint, docs, notebooks):"
 	@echo "    first run only; about 370 packages, typically 5-6 minutes"
 	$(PY) -m pip install -q -e ".[dev]"

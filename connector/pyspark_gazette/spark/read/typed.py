@@ -10,18 +10,37 @@ the ``mode`` semantics of ``spark.read.schema(s).json(path)``:
 * DROPMALFORMED: malformed records are dropped. FAILFAST: the first one raises
   :class:`~pyspark_gazette.errors.MessageDecodeError` naming its index in the batch.
 
-Fast path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema of only the
-schema's fields (fields outside it are skipped by the parser, never materialised). Zoned
+C scanner: where the optional extension ``pyspark_gazette._jsonscan`` is built (setup.py,
+``_native/jsonscan.c``) and every JSON field of the schema is a top-level string, integer
+(long, int, short, byte), double, float, boolean, timestamp, timestamp without zone or date,
+the batch is first scanned in C, straight from the array's buffers into Arrow buffers. It takes
+a record only when certain of Spark's value by the rules below: an object whose values for the
+schema's fields are strings (escapes, surrogate pairs, UTF-8 checked), JSON integers in range,
+numbers (correctly rounded; Float once from the text, as pyarrow's reader), booleans, nulls;
+timestamps as integer epoch seconds or ``yyyy-mm-dd[[T ]hh:mm:ss[.f*][Z|+-hh:mm|+-hhmm]]``
+(zones only on zoned timestamps), dates as ``yyyy-mm-dd`` optionally followed by ``T`` or a
+space and anything; other fields skipped (any JSON, checked, never built). Every other record
+(another JSON type for a field, malformed JSON, an overflow, another timestamp form, escapes in
+keys, a lone surrogate, ``NaN``, a top-level array, invalid UTF-8 anywhere in it, ...) goes,
+with its index, to the pure-Python path below as a sub-batch, so the modes, partial results and
+the corrupt column stay the same. Schemas with any other type take the pure-Python path for the
+whole batch; so do decoders whose batches mostly fell back, after four batches.
+``PYSPARK_GAZETTE_NATIVE_JSON=0`` (read by each decoder) turns the scanner off.
+
+Pure-Python path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema of only
+the schema's fields (fields outside it are skipped by the parser, never materialised). Zoned
 timestamps (``TimestampType``) are parsed natively by pyarrow's ISO-8601 parser; the two forms
 it takes that Spark rejects (a zone without seconds, an offset past 18:00) are found by one
 vectorised regex over the records (:data:`_TS_REJECT`) and left to the per-record rules, and a
 block with a form only Spark takes (``2024-1-2 3:4:5``) is parsed again with timestamps as
 strings. Dates, ``TimestampNTZ`` and binary are read as strings and converted afterwards
-(vectorised, for the common ISO-8601 forms). Top-level ``MapType`` fields, which pyarrow
-cannot parse, are converted in Python from each record beside pyarrow's columns. Any record pyarrow rejects is found by re-parsing parts of the failing
-range (the failing record itself when pyarrow names its row,
-sixteenths otherwise), and records in small failing ranges (or with unusual values) are converted one by one in Python following
-Spark's rules; so pyarrow only ever accepts records Spark accepts with the same values.
+(vectorised, for the common ISO-8601 forms). Top-level ``MapType`` fields, which pyarrow cannot
+parse, are converted in Python from each record beside pyarrow's columns. Records with invalid
+UTF-8 (which pyarrow passes through inside strings) take the per-record rules. Any record
+pyarrow rejects is found by re-parsing parts of the failing range (the failing record itself
+when pyarrow names its row, sixteenths otherwise), and records in small failing ranges (or with
+unusual values) are converted one by one in Python following Spark's rules; so pyarrow only ever
+accepts records Spark accepts with the same values.
 
 Spark's rules, as followed here: integers must be JSON integers in range; doubles and floats take
 any number plus the strings ``NaN``, ``Infinity``, ``-Infinity`` (floats overflow to infinity);
@@ -43,6 +62,8 @@ hand):
   space, a zone ``Z``, ``UTC``, ``GMT`` or ``+-h[h][:mm]`` only after the seconds) but zone
   region ids (``America/New_York``) and years outside 1-9999 are malformed here;
 * single-quoted JSON, which Spark allows by default, is malformed here;
+* an unpaired surrogate escape (``"\\ud83d"``) in a string value becomes ``?``, as Java's UTF-8
+  encoder writes it (not checked against Spark);
 * a StringType field given an object or array gets compact JSON text, where Spark keeps the
   source text with its spacing;
 * a null message produces no row (a file has no null lines);
@@ -50,7 +71,7 @@ hand):
   (pyarrow cannot parse maps): correct, but about ten times slower; top-level maps cost one
   Python JSON parse of each record (docs/benchmarks.md, "Typed reads").
 
-Size (~760 lines, over the house's ~500): one small converter per Spark type, kept together
+Size (~900 lines, over the house's ~500): one small converter per Spark type, kept together
 because they share the mode semantics above and the recursion over nested types.
 """
 
