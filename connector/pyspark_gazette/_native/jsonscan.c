@@ -60,6 +60,7 @@ typedef struct {
     Py_ssize_t name_len;
     int kind;
     int plain; /* the name has no quote, backslash or control byte: a raw key can equal it */
+    uint64_t key8, mask8; /* names of up to 7 bytes: the name and its closing quote, as a word */
     u8 *valid;      /* one byte a row, packed into a bitmap at the end */
     u8 *fixed;      /* n * WIDTH[kind] (bools: one byte a row, packed at the end) */
     int32_t *offs;  /* strings: n + 1 offsets */
@@ -82,6 +83,7 @@ typedef struct {
 /* -- small helpers ------------------------------------------------------------------------ */
 
 static inline const u8 *skip_ws(const u8 *p, const u8 *end) {
+    if (p < end && *p > ' ') return p; /* the usual case: no space between tokens */
     while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
     return p;
 }
@@ -173,16 +175,35 @@ static inline uint64_t special8(uint64_t w) {
     return (w | ((q - ONES) & ~q) | ((b - ONES) & ~b) | (w - ONES * 0x20)) & HIGHS;
 }
 
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The first special byte of a word whose special8 is m != 0: the lowest flag is exact (a borrow
+ * only flags bytes after a special one, which are later in memory on a little-endian machine). */
+#define FIRST_SPECIAL(m) ((int)(__builtin_ctzll(m) >> 3))
+#endif
+
+/* The end of the plain run at p: the first quote, backslash, control or non-ASCII byte. */
+static inline const u8 *plain_run(const u8 *p, const u8 *end) {
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t m = special8(w);
+        if (m) {
+#ifdef FIRST_SPECIAL
+            return p + FIRST_SPECIAL(m);
+#else
+            break;
+#endif
+        }
+        p += 8;
+    }
+    while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
+    return p;
+}
+
 static const u8 *scan_string(Scan *S, const u8 *p, const u8 *end, Col *out) {
     for (;;) {
         const u8 *run = p;
-        while (end - p >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            if (special8(w)) break;
-            p += 8;
-        }
-        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
+        p = plain_run(p, end);
         if (out && p > run) {
             if (!sreserve(S, out, (size_t)(p - run))) return NULL;
             memcpy(out->sdata + out->slen, run, (size_t)(p - run));
@@ -642,8 +663,7 @@ static const u8 *typed_value(Scan *S, Col *c, const u8 *p, const u8 *end) {
     }
     /* strings of timestamps and dates: no escapes, only the common forms */
     if (*p != '"') return NULL;
-    const u8 *s = p + 1, *q = s;
-    while (q < end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+    const u8 *s = p + 1, *q = plain_run(s, end);
     if (q >= end || *q != '"') return NULL;
     if (c->kind == K_DATE) {
         int64_t days = ymd(s, q);
@@ -691,22 +711,23 @@ static int scan_record(Scan *S, const u8 *p, const u8 *end) {
             Col *c = NULL;
             if (S->expect < S->ncols) { /* the usual case: the key the last record had here */
                 Col *e = &S->cols[S->expect];
-                if (e->plain && end - k > e->name_len && k[e->name_len] == '"' &&
-                    memcmp(k, e->name, (size_t)e->name_len) == 0) {
+                uint64_t w = 0;
+                if (e->mask8 && end - k >= 8) memcpy(&w, k, 8);
+                if (e->mask8 && end - k >= 8 ? (w & e->mask8) == e->key8
+                                             : (e->plain && end - k > e->name_len && k[e->name_len] == '"' &&
+                                                memcmp(k, e->name, (size_t)e->name_len) == 0)) {
                     c = e;
                     S->expect++;
                     p = k + e->name_len;
                     goto key_done;
                 }
             }
-            while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) {
-                if (*p >= 0x80) {
-                    int n = utf8_seq(p, end);
-                    if (!n) goto fallback;
-                    p += n;
-                } else {
-                    p++;
-                }
+            for (;;) {
+                p = plain_run(p, end);
+                if (p >= end || *p < 0x80) break;
+                int n = utf8_seq(p, end);
+                if (!n) goto fallback;
+                p += n;
             }
             if (p >= end || *p != '"') goto fallback; /* escapes in keys: Python's */
             c = find_field(S, k, p - k);
@@ -859,6 +880,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         c->plain = 1;
         for (Py_ssize_t b = 0; b < name_len; b++) {
             if (c->name[b] == '"' || c->name[b] == '\\' || c->name[b] < 0x20) c->plain = 0;
+        }
+        if (c->plain && name_len < 8) {
+            u8 key[8] = {0}, mask[8] = {0};
+            memcpy(key, name, (size_t)name_len);
+            key[name_len] = '"';
+            memset(mask, 0xFF, (size_t)name_len + 1);
+            memcpy(&c->key8, key, 8);
+            memcpy(&c->mask8, mask, 8);
         }
         size_t rows = (size_t)n + 8;
         c->valid = (u8 *)malloc(rows);
