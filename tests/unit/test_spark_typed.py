@@ -871,6 +871,39 @@ def test_scanner_records_follow_the_docstring(scanner):
     assert [(r["a"], r["b"]) for r in rows[:4]] == [(2, None), (3, "y"), (4, None), (None, None)]
 
 
+def test_scanner_keys(scanner):
+    """Keys match field names exactly (prefixes, longer names, UTF-8, the order changing between
+    records); an escaped key, or a field name a raw key cannot spell, is left to Python."""
+    s = schema(
+        ("a", LongType()),
+        ("ab", LongType()),
+        ("a_long_field_name", LongType()),
+        ("é", LongType()),
+        ('q"t', LongType()),
+        ("_corrupt_record", StringType()),
+    )
+    docs = [
+        b'{"a":1,"ab":2,"a_long_field_name":3,"\xc3\xa9":4}',
+        b'{"\xc3\xa9":5,"a_long_field_nam":0,"abc":0,"ab":6,"a":7}',
+        b'{"a_long_field_name_":0,"A":0,"a_long_field_name":8}',
+        b'{"\\u0061":9}',
+        b'{"q\\"t":10}',
+    ]
+    native = assert_same(s, docs)
+    assert native._scan_fallbacks == 2
+    rows = [
+        [r[k] for k in ("a", "ab", "a_long_field_name", "é", 'q"t')]
+        for r in native.decode(values(*docs), {}).to_pylist()
+    ]
+    assert rows == [
+        [1, 2, 3, 4, None],
+        [7, 6, None, 5, None],
+        [None, None, 8, None, None],
+        [9, None, None, None, None],
+        [None, None, None, None, 10],
+    ]
+
+
 def test_scanner_null_records_and_sliced_input(scanner):
     s = schema(("a", LongType()))
     arr = pa.array([b'{"a":0}', None, b'{"a":2}', b'{"a":3}', None, b'{"a":5}'], pa.binary())
