@@ -147,7 +147,9 @@ SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"
 $(OLD_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS)
+	# Without the C scanner: CI builds this venv while .venv installs, and both editable installs
+	# would build the extension into the same place in the checkout at once.
+	PYSPARK_GAZETTE_NATIVE_BUILD=0 $(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS)
 	rm -f $(OLD_VENV)/.installed-* && touch $@
 
 oldest-pyspark-venv: $(OLD_STAMP)  ## only the venv of test-oldest-pyspark (CI builds it while Go compiles)
