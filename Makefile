@@ -144,11 +144,11 @@ SMOKE := tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_str
 # The smoke subset needs only the runtime and pytest (not the ~370-package dev toolchain).
 SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"
 
+# Installed without the C scanner (PYSPARK_GAZETTE_NATIVE_BUILD=0): CI builds this venv while
+# .venv installs, and both editable installs would build the extension into the checkout at once.
 $(OLD_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
-	# Without the C scanner: CI builds this venv while .venv installs, and both editable installs
-	# would build the extension into the same place in the checkout at once.
 	PYSPARK_GAZETTE_NATIVE_BUILD=0 $(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS)
 	rm -f $(OLD_VENV)/.installed-* && touch $@
 
