@@ -603,9 +603,9 @@ class TypedDecoder:
         self._native_tries = self._native_fallbacks = 0
         self.errors = 0
         # The C scanner (_jsonscan): every JSON field a top-level scalar it converts, names unique.
-        kinds = [_NATIVE_KINDS.get(type(f.dataType)) for f in fields]
+        kinds = [_NATIVE_KINDS.get(type(f.dataType), -1) for f in fields]
         self._scan_plan: list[tuple[bytes, int]] | None = None
-        if native_available() and fields and None not in kinds and len(names) == len(schema.fields):
+        if native_available() and fields and -1 not in kinds and len(names) == len(schema.fields):
             self._scan_plan = [(f.name.encode("utf-8"), k) for f, k in zip(fields, kinds, strict=True)]
         self._scan_rows = self._scan_fallbacks = self._scan_batches = 0
         self._index_map: np.ndarray | None = None  # indices of a sub-batch in the batch decoded
