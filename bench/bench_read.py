@@ -448,7 +448,7 @@ def main() -> int:
                 import pyarrow.compute as pc
                 import pyarrow.json as pj
 
-                from pyspark_gazette.spark.read.typed import TypedDecoder
+                from pyspark_gazette.spark.read.typed import NATIVE_ENV, TypedDecoder
 
                 o = read_opts()
                 values = [
@@ -485,6 +485,36 @@ def main() -> int:
                     f"pyarrow.json into the schema {mb / t_bare:.0f} MB/s"
                 )
                 ratios.append(("t: typed decode vs bare pyarrow.json", t_bare / t_ours, 0.9))
+
+                # (t') what one core spends on our side of a typed read, CPU seconds of this
+                # process for every partition: the raw read (fragments, decompression, framing,
+                # the value column) and the typed read (the same plus the parse), with and
+                # without the C scanner. Spark's side (Arrow to rows, the query) is the floor's.
+                def cpu(fn) -> float:
+                    t = time.process_time()
+                    fn()
+                    return time.process_time() - t
+
+                parts = GazetteBatchReader(o, raw_schema).partitions()
+
+                def source(schema) -> int:
+                    return sum(b.num_rows for p in parts for b in read_partition(p, o, schema))
+
+                t_src_raw = min(cpu(lambda: source(raw_schema)) for _ in range(args.rounds))
+                t_src_typed = min(cpu(lambda: source(typed_schema)) for _ in range(args.rounds))
+                saved = os.environ.get(NATIVE_ENV)
+                os.environ[NATIVE_ENV] = "0"
+                try:
+                    t_src_pure = min(cpu(lambda: source(typed_schema)) for _ in range(args.rounds))
+                finally:
+                    os.environ.pop(NATIVE_ENV)
+                    if saved is not None:
+                        os.environ[NATIVE_ENV] = saved
+                print(
+                    f"  (t') our source alone, CPU seconds in one process: raw {t_src_raw:.2f}, typed "
+                    f"{t_src_typed:.2f} (C scanner), typed without it {t_src_pure:.2f}; the typed floor in Spark "
+                    f"took {best['f: floor typed']:.2f} s of wall time on 2 cores"
+                )
             if "c" in args.cases:
                 src = {k: min(source_only(k == "direct") for _ in range(args.rounds)) for k in ("direct", "broker")}
                 print(
