@@ -131,6 +131,43 @@ class RssSampler:
         return max(self.peak.values(), default=0)
 
 
+class CpuMeter:
+    """CPU seconds (user + system) a query costs Spark: the driver JVM (local mode: also the
+    executor) and every Python worker (``pyspark.daemon`` and its children), from /proc, and
+    this process (the driver's Python, the embedded broker). On a shared machine wall time
+    measures the neighbours; CPU time measures the work."""
+
+    def __init__(self, jvm_pid: int) -> None:
+        self.jvm = jvm_pid
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def _spark(self) -> dict[int, int]:
+        out = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                if int(pid) != self.jvm:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read()
+                    if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
+                        continue
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                out[int(pid)] = int(fields[11]) + int(fields[12])  # utime + stime
+            except (OSError, IndexError, ValueError):
+                continue
+        return out
+
+    def measure(self, fn) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+        """Run fn; (Spark's CPU seconds, this process's CPU seconds)."""
+        before, own = self._spark(), time.process_time()
+        fn()
+        after, own = self._spark(), time.process_time() - own
+        ticks = sum(t - before.get(pid, 0) for pid, t in after.items())
+        return ticks / self.tick, own
+
+
 def make_lines(target_bytes: int) -> bytes:
     rng = random.Random(7)
     countries = ["US", "DE", "FR", "BR", "IN", "JP", "GB", "CA"]
@@ -379,7 +416,13 @@ def main() -> int:
                     with RssSampler() as sampler:
                         cases[name]()
                     rss[name] = sampler.max_peak()
-            best, rounds = best_of(cases, args.rounds)
+            meter = CpuMeter(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+            cpu: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
+
+            def metered(name, fn):  # type: ignore[no-untyped-def]
+                return lambda: cpu[name].append(meter.measure(fn))
+
+            best, rounds = best_of({k: metered(k, v) for k, v in cases.items()}, args.rounds)
             if args.jfr and "a" in groups:
                 with jfr_recording(spark, args.jfr):
                     cases["a: gazette value"]()
@@ -387,6 +430,20 @@ def main() -> int:
             print(f"\nbest of {args.rounds} rounds on local[2] (all rounds in brackets)")
             for name, s in best.items():
                 print(f"  {name:22s} {s:7.2f}s  {mb / s:8.1f} MB/s   [{', '.join(f'{x:.2f}' for x in rounds[name])}]")
+            print("\n  CPU seconds per query, best of the rounds: Spark (JVM + Python workers) + this process")
+            cpu_best = {k: min(sum(x) for x in v) for k, v in cpu.items() if v}
+            for name, v in cpu.items():
+                if v:
+                    sp, own = min(v, key=sum)
+                    print(f"  {name:22s} {sp:7.2f} + {own:5.2f} = {sp + own:6.2f} CPU-s")
+            if "b" in groups and "f" in args.cases:
+                print(
+                    "  (f'') typed vs the typed floor in CPU seconds: "
+                    f"{cpu_best['f: floor typed'] / cpu_best['b: gazette typed']:.2f} with the C scanner, "
+                    f"{cpu_best['f: floor typed'] / cpu_best['b: gazette typed, no C']:.2f} without; raw vs the raw "
+                    f"floor {cpu_best['f: floor raw'] / cpu_best['a: gazette value']:.2f}; typed vs spark.read.json "
+                    f"{cpu_best['b: spark.read.json'] / cpu_best['b: gazette typed']:.2f}"
+                )
             wanted = [
                 ("a", "a: raw value reads vs spark.read.text", "a: spark.read.text", "a: gazette value", 1.0),
                 ("b", "b: typed reads vs spark.read.json", "b: spark.read.json", "b: gazette typed", 1.5),
