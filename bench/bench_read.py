@@ -133,8 +133,7 @@ class RssSampler:
 
 class CpuMeter:
     """CPU seconds (user + system) a query costs Spark: the driver JVM (local mode: also the
-    executor) and every Python worker (``pyspark.daemon`` and its children), from /proc, and
-    this process (the driver's Python, the embedded broker). On a shared machine wall time
+    executor) and its Python workers (its descendant processes), from /proc, and this process (the driver's Python, the embedded broker). On a shared machine wall time
     measures the neighbours; CPU time measures the work."""
 
     def __init__(self, jvm_pid: int) -> None:
@@ -142,21 +141,25 @@ class CpuMeter:
         self.tick = os.sysconf("SC_CLK_TCK")
 
     def _spark(self) -> dict[int, int]:
-        out = {}
+        """utime + stime of the JVM and of its descendants (its Python workers), by pid."""
+        parent, ticks = {}, {}
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
             try:
-                if int(pid) != self.jvm:
-                    with open(f"/proc/{pid}/cmdline", "rb") as f:
-                        cmd = f.read()
-                    if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
-                        continue
                 with open(f"/proc/{pid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-                out[int(pid)] = int(fields[11]) + int(fields[12])  # utime + stime
+                parent[int(pid)] = int(fields[1])
+                ticks[int(pid)] = int(fields[11]) + int(fields[12])
             except (OSError, IndexError, ValueError):
                 continue
+        out = {}
+        for pid, t in ticks.items():
+            p, hops = pid, 0
+            while p > 1 and p != self.jvm and hops < 8:  # the JVM's own children (daemons) and theirs
+                p, hops = parent.get(p, 0), hops + 1
+            if p == self.jvm:
+                out[pid] = t
         return out
 
     def measure(self, fn) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
