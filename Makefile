@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-cluster test-unit test-oldest-pyspark oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test test-cluster test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -132,7 +132,7 @@ EXCLUSIVE := tests/integration/test_heads_under_load.py
 #
 # The cluster tier runs last. Its tests mostly wait on their cluster (workers started, killed and
 # restarted), so other suites can run beside it: `make test ALONGSIDE="test-oldest-pyspark
-# test-gazette-flow"` (what CI does) runs those targets at the same time, each in one process
+# test-notebook-delta test-gazette-flow"` (what CI does) runs those targets at the same time, each in one process
 # (ALONGSIDE_WORKERS; more would load 2 cores past Spark's fixed 10 s for a Python worker to
 # connect back), each target's output shown as a block when it ends; any failure fails `make test`.
 ALONGSIDE ?=
@@ -151,21 +151,30 @@ test-cluster: $(STAMP)  ## only the cluster tier (a standalone Spark cluster; ne
 # subset of the Spark tests (tests/unit/test_packaging.py keeps it equal to the lower bound).
 OLDEST_PYSPARK := 4.2.0
 OLD_VENV := .venv-oldest
-OLD_STAMP := $(OLD_VENV)/.installed-$(OLDEST_PYSPARK)
+# The Delta Lake release built for it (its PyPI package requires pyspark<=4.2.0; its jar,
+# io.delta:delta-spark_4.2_2.13, comes from Maven Central when the notebook starts Spark).
+DELTA_SPARK := 4.4.0
+OLD_STAMP := $(OLD_VENV)/.installed-$(OLDEST_PYSPARK)-delta$(DELTA_SPARK)
 SMOKE := tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_stream_source.py tests/spark/test_user_errors.py
-# The smoke subset needs only the runtime and pytest (not the ~370-package dev toolchain).
+# The smoke subset needs only the runtime and pytest (not the ~370-package dev toolchain); the
+# merge notebook on Delta (test-notebook-delta) a Jupyter kernel, the notebook runner and
+# delta-spark (34 packages more, 77 in all).
 SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"
+NOTEBOOK_DELTA_TOOLS := "nbclient>=0.10" "nbformat>=5.10" "ipykernel>=6.29" "delta-spark==$(DELTA_SPARK)"
 
 $(OLD_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS)
+	$(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS) $(NOTEBOOK_DELTA_TOOLS)
 	rm -f $(OLD_VENV)/.installed-* && touch $@
 
 oldest-pyspark-venv: $(OLD_STAMP)  ## only the venv of test-oldest-pyspark (CI builds it while Go compiles)
 
 test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the oldest supported pyspark
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(SMOKE) -k "not gazette" -m "not slow"
+
+test-notebook-delta: $(OLD_STAMP)  ## notebook 05 merging into a Delta table (oldest pyspark + delta-spark)
+	NOTEBOOK_TABLE_FORMAT=delta PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/notebooks/test_notebooks.py -k "top_to_bottom and 05"
 
 test-unit: $(STAMP)  ## only the unit tests
 	$(PY) -m pytest tests/unit
