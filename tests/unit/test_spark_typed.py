@@ -666,3 +666,37 @@ def test_maps_inside_arrays_still_follow_the_per_record_rules():
     dec, batch = decode(s, '{"arr":[{"m":{"a":1}}]}', '{"arr":[{"m":{"b":"x"}}]}')
     assert dec._all_python and dec.errors == 1
     assert batch.column(0).to_pylist()[0] == [{"m": [("a", 1)]}]
+
+
+NESTED_VALUE = st.one_of(
+    st.none(),
+    st.integers(-5, 5),
+    st.sampled_from(["x", "2024-01-02", "2024-01-02T03:04:05Z", 1.5, 1e400]),
+    st.lists(st.integers(0, 2), max_size=2),
+)
+NESTED_MAP = st.one_of(NESTED_VALUE, st.dictionaries(st.sampled_from("abc"), NESTED_VALUE, max_size=3))
+IN = st.one_of(
+    NESTED_VALUE, st.fixed_dictionaries({}, optional={"t": NESTED_VALUE, "m2": NESTED_MAP, "dec": NESTED_VALUE})
+)
+ST = st.one_of(
+    NESTED_VALUE,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "m": NESTED_MAP,
+            "x": NESTED_VALUE,
+            "in": IN,
+            "only": st.one_of(NESTED_VALUE, st.fixed_dictionaries({}, optional={"m3": NESTED_MAP})),
+        },
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sts=st.lists(ST, min_size=1, max_size=8), mode=st.sampled_from(["PERMISSIVE", "DROPMALFORMED"]))
+def test_nested_maps_fast_path_equals_the_per_record_rules(sts, mode):
+    docs = [json.dumps({"id": i, "st": v}) for i, v in enumerate(sts)]
+    dec, batch = decode(NESTED_MAPS, *docs, mode=mode)
+    ref_dec, ref = per_record(NESTED_MAPS, *docs, mode=mode)
+    assert (batch is None and ref is None) or batch.equals(ref)
+    assert dec.errors == ref_dec.errors
