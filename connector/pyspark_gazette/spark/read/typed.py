@@ -298,15 +298,23 @@ def _list_conv(elem: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _map_conv(value: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    as_list = _list_conv(value)
-
     def conv(v: Any) -> Any:
         if type(v) is not dict:
             raise _Bad
-        try:
-            return list(zip(v.keys(), as_list(list(v.values())), strict=True))
-        except _Partial as p:
-            raise _Partial(list(zip(v.keys(), p.value, strict=True))) from None
+        out: list[tuple[str, Any]] = []
+        bad = False
+        for k, x in v.items():
+            if x is None:
+                out.append((k, None))
+                continue
+            try:
+                out.append((k, value(x)))
+            except _Partial as p:
+                out.append((k, p.value))
+                bad = True
+        if bad:
+            raise _Partial(out)
+        return out
 
     return conv
 
@@ -415,10 +423,10 @@ def _has_ts(t: DataType) -> bool:
     return False
 
 
-# A map plan: how to take a field's maps from a parsed record. ``(path, conv, children)``: a map
+# A map plan: how to take a field's maps from a parsed record. ``(slot, conv, children)``: a map
 # (``children`` None) converted whole by ``conv``, or a struct whose ``children`` (name, plan)
-# hold maps; ``path`` names the node's slot in the values collected per batch.
-_Plan = tuple[tuple[str, ...], Callable[[Any], Any] | None, list[tuple[str, Any]] | None]
+# hold maps; ``slot`` indexes the node's values (a map's, a struct's validity) in a batch.
+_Plan = tuple[int, Callable[[Any], Any] | None, list[tuple[str, Any]] | None]
 
 
 def _map_in_array(t: DataType) -> bool:
@@ -439,38 +447,39 @@ def _without_maps(f: StructField) -> StructField:
     return StructField(f.name, StructType(kept), f.nullable)
 
 
-def _map_plan(t: DataType, conv: Callable[[Any], Any], path: tuple[str, ...]) -> _Plan:
+def _map_plan(t: DataType, conv: Callable[[Any], Any], slots: list[int]) -> _Plan:
+    """The plan of a map or a struct holding maps; ``slots`` counts the slots taken so far."""
+    slot = slots[0]
+    slots[0] += 1
     if isinstance(t, MapType):
-        return (path, conv, None)
+        return (slot, conv, None)
     assert isinstance(t, StructType)
     children = [
-        (f.name, _map_plan(f.dataType, _converter(f.dataType), (*path, f.name)))
-        for f in t.fields
-        if _has(f.dataType, (MapType,))
+        (f.name, _map_plan(f.dataType, _converter(f.dataType), slots)) for f in t.fields if _has(f.dataType, (MapType,))
     ]
-    return (path, None, children)
+    return (slot, None, children)
 
 
-def _plan_slots(plan: _Plan, n: int, vals: dict[tuple[str, ...], list[Any]]) -> None:
+def _plan_slots(plan: _Plan, n: int, vals: list[list[Any]]) -> None:
     """Empty slots: a map's values (null), a struct's validity (null until seen)."""
-    path, _, children = plan
-    vals[path] = [None] * n if children is None else [False] * n
+    slot, _, children = plan
+    vals[slot] = [None] * n if children is None else [False] * n
     for _, child in children or ():
         _plan_slots(child, n, vals)
 
 
-def _plan_fill(v: Any, plan: _Plan, i: int, vals: dict[tuple[str, ...], list[Any]]) -> bool:
+def _plan_fill(v: Any, plan: _Plan, i: int, vals: list[list[Any]]) -> bool:
     """Record ``i``'s non-null value ``v`` into the slots; False if it does not convert."""
-    path, conv, children = plan
+    slot, conv, children = plan
     if children is None:
         try:
-            vals[path][i] = conv(v)  # type: ignore[misc]
+            vals[slot][i] = conv(v)  # type: ignore[misc]
         except (_Bad, _Partial):
             return False
         return True
     if type(v) is not dict:
         return False
-    vals[path][i] = True
+    vals[slot][i] = True
     ok = True
     for name, child in children:
         c = v.get(name)
@@ -479,14 +488,12 @@ def _plan_fill(v: Any, plan: _Plan, i: int, vals: dict[tuple[str, ...], list[Any
     return ok
 
 
-def _plan_build(
-    plan: _Plan, out: pa.DataType, arr: pa.Array | None, vals: dict[tuple[str, ...], list[Any]]
-) -> pa.Array:
+def _plan_build(plan: _Plan, out: pa.DataType, arr: pa.Array | None, vals: list[list[Any]]) -> pa.Array:
     """The column of ``out``: a map from its slot, a struct from pyarrow's ``arr`` (the struct
     without its maps) with the maps in place, in the schema's field order, validity as parsed."""
-    path, _, children = plan
+    slot, _, children = plan
     if children is None:
-        return pa.array(vals[path], out)
+        return pa.array(vals[slot], out)
     assert arr is not None
     sub = dict(children)
     kids = []
@@ -496,7 +503,7 @@ def _plan_build(
             kids.append(_plan_build(sub[f.name], f.type, inner, vals))
         else:
             kids.append(arr.field(f.name))
-    valid = np.array(vals[path], np.bool_)
+    valid = np.array(vals[slot], np.bool_)
     return pa.StructArray.from_arrays(kids, fields=list(out), mask=pa.array(~valid))
 
 
@@ -600,11 +607,13 @@ class TypedDecoder:
         # without them and rebuilt with them in place. A map inside an array sends every record
         # through the per-record rules.
         self._all_python = any(_map_in_array(f.dataType) for f in fields)
+        slots = [0]
         self._maps = [
-            (f.name, _map_plan(f.dataType, conv, (f.name,)))
+            (f.name, _map_plan(f.dataType, conv, slots))
             for f, (_, conv) in zip(fields, self._fields, strict=True)
             if _has(f.dataType, (MapType,)) and not self._all_python
         ]
+        self._slots = slots[0]
         parsed = [_without_maps(f) for f in fields if not isinstance(f.dataType, MapType)]
         arrow_fields = list(zip(parsed, to_arrow_schema(StructType(parsed), timezone="UTC"), strict=True))
         self._parsed = {f.name: (f.dataType, o.type) for f, o in arrow_fields}
@@ -753,7 +762,7 @@ class TypedDecoder:
         whose struct on a map's path is not an object) is left to the per-record rules."""
         n = len(part)
         bad = np.zeros(n, np.bool_)
-        vals: dict[tuple[str, ...], list[Any]] = {}
+        vals: list[list[Any]] = [[]] * self._slots
         for _, plan in self._maps:
             _plan_slots(plan, n, vals)
         for i, raw in enumerate(part.to_pylist()):
