@@ -184,7 +184,8 @@ def map_cases(args) -> int:
     """MapType, on bench_read's nested events: a top-level map (``geo`` read as a map) and a map
     nested in a struct (``geo`` with an ``attrs`` map of 2 entries added to every record), each
     with maps beside pyarrow's columns (now) vs every record through the per-record rules (the
-    path both took before: the decoder's own ``decode`` with ``_all_python`` set)."""
+    path both took before: the decoder's own ``decode`` with ``_all_python`` set), and with
+    ``--maps-against`` the same decode by another version of the module, loaded beside this one."""
     import json
 
     from pyspark.sql import types as T
@@ -192,6 +193,14 @@ def map_cases(args) -> int:
     from bench_read import make_nested_lines
     from pyspark_gazette.spark.read.typed import TypedDecoder
 
+    other = None
+    if args.maps_against:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("typed_other", args.maps_against)
+        assert spec is not None and spec.loader is not None
+        other = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(other)
     print(f"load average {os.getloadavg()}")
     raw = make_nested_lines(max(4, args.mib // 4) << 20)
     nested = pieces(raw, int(args.piece * (1 << 20)))
@@ -240,13 +249,19 @@ def map_cases(args) -> int:
             return sum(d.decode(v, {}).num_rows for v in ps)
 
         assert run(dec) == run(old) == rows and dec.errors == old.errors == 0
-        t_old = t_new = float("inf")
+        base = other.TypedDecoder(schema) if other else None
+        if base is not None:
+            assert all(base.decode(v, {}).equals(dec.decode(v, {})) for v in ps)
+        t_old = t_new = t_base = float("inf")
         for _ in range(args.rounds):  # interleaved
             t_old = min(t_old, _timed(lambda d=old: run(d)))
             t_new = min(t_new, _timed(lambda d=dec: run(d)))
+            if base is not None:
+                t_base = min(t_base, _timed(lambda d=base: run(d)))
         print(
             f"  {label} ({nbytes:.0f} MB): maps beside pyarrow {nbytes / t_new:.1f} MB/s, "
             f"every record per-record (before) {nbytes / t_old:.1f} MB/s: x{t_old / t_new:.2f}"
+            + (f"; {args.maps_against} {nbytes / t_base:.1f} MB/s: x{t_base / t_new:.2f}" if base else "")
         )
     print(f"load average {os.getloadavg()}")
     return 0
@@ -260,6 +275,11 @@ def main() -> int:
     p.add_argument("--big", type=float, default=8.0, help="MiB of the larger pieces (default 8)")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--maps-only", action="store_true", help="only the MapType cases")
+    p.add_argument(
+        "--maps-against",
+        metavar="TYPED_PY",
+        help="also time the MapType cases with another version of spark/read/typed.py (e.g. from git show)",
+    )
     args = p.parse_args()
     if args.maps_only:
         return map_cases(args)

@@ -17,8 +17,11 @@ it takes that Spark rejects (a zone without seconds, an offset past 18:00) are f
 vectorised regex over the records (:data:`_TS_REJECT`) and left to the per-record rules, and a
 block with a form only Spark takes (``2024-1-2 3:4:5``) is parsed again with timestamps as
 strings. Dates, ``TimestampNTZ`` and binary are read as strings and converted afterwards
-(vectorised, for the common ISO-8601 forms). Top-level ``MapType`` fields, which pyarrow
-cannot parse, are converted in Python from each record beside pyarrow's columns. Any record pyarrow rejects is found by re-parsing parts of the failing
+(vectorised, for the common ISO-8601 forms). ``MapType`` fields, which pyarrow cannot parse,
+are converted in Python from one parse of each record beside pyarrow's columns: a top-level map
+whole; a map in a struct (at any depth of structs) along its path, pyarrow parsing the struct
+without it and the struct rebuilt with the map in place (a record whose map does not convert
+takes the per-record rules). Any record pyarrow rejects is found by re-parsing parts of the failing
 range (the failing record itself when pyarrow names its row,
 sixteenths otherwise), and records in small failing ranges (or with unusual values) are converted one by one in Python following
 Spark's rules; so pyarrow only ever accepts records Spark accepts with the same values.
@@ -46,11 +49,14 @@ hand):
 * a StringType field given an object or array gets compact JSON text, where Spark keeps the
   source text with its spacing;
 * a null message produces no row (a file has no null lines);
-* a MapType nested in a struct or array sends every record through the per-record rules
-  (pyarrow cannot parse maps): correct, but about ten times slower; top-level maps cost one
-  Python JSON parse of each record (docs/benchmarks.md, "Typed reads").
+* a MapType inside an array (``array<map>``, ``array<struct<map>>``) sends every record
+  through the per-record rules (pyarrow cannot parse maps): correct, but ~3.5x slower; maps
+  at the top level or in structs cost one Python JSON parse of each record (docs/benchmarks.md,
+  "Typed reads");
+* a map keeps the last value of a duplicate key; Spark's map keeps every entry (``map_keys``
+  shows the key twice; collected to Python, the last one wins there too).
 
-Size (~760 lines, over the house's ~500): one small converter per Spark type, kept together
+Size (~870 lines, over the house's ~500): one small converter per Spark type, kept together
 because they share the mode semantics above and the recursion over nested types.
 """
 
