@@ -159,7 +159,7 @@ SMOKE := tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_str
 # The smoke subset needs only the runtime and pytest (not the ~370-package dev toolchain); the
 # merge notebook on Delta (test-notebook-delta) a Jupyter kernel, the notebook runner and
 # delta-spark (34 packages more, 77 in all).
-SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"
+SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "pytest-rerunfailures>=15"
 NOTEBOOK_DELTA_TOOLS := "nbclient>=0.10" "nbformat>=5.10" "ipykernel>=6.29" "delta-spark==$(DELTA_SPARK)"
 
 $(OLD_STAMP): pyproject.toml
