@@ -6,13 +6,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-unit test-oldest-pyspark oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test test-cluster test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 # Two installs into one venv: the quickstart needs only the package and its runtime dependencies
-# (RUN_STAMP, ~35 packages); tests, lint and docs need the dev toolchain too (STAMP, ~370 packages).
+# (RUN_STAMP, ~35 packages); tests, lint and docs need the dev toolchain too (STAMP, ~180 packages).
 # pip's own output shows what is being fetched; the lines before it say how long to expect.
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -31,10 +31,14 @@ $(RUN_STAMP): pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	$(PY) -m pip install --progress-bar off -e .
 	touch $(RUN_STAMP)
 
+# The development tools install with uv (installed into the venv by pip first): about half pip's
+# time for these ~180 packages (docs/benchmarks.md, "The test suite's own time"), bytecode
+# compiled as pip does. Should uv fail, pip installs them.
 $(STAMP): pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	@echo "==> installing pyspark-gazette with its development tools into $(VENV) (tests, lint, docs, notebooks):"
-	@echo "    first run only; about 370 packages, typically 5-6 minutes"
-	$(PY) -m pip install -q -e ".[dev]"
+	@echo "    first run only; about 180 packages, typically 2-5 minutes"
+	$(PY) -m pip install -q "uv>=0.9"
+	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode -e ".[dev]" || $(PY) -m pip install -q -e ".[dev]"
 	touch $(RUN_STAMP) $(STAMP)
 
 quickstart: $(RUN_STAMP)  ## run the quickstart on an embedded broker (the main job)
@@ -79,12 +83,13 @@ gazette-flow: $(FLOW_STAMP)  ## build the Gazette commit Estuary Flow pins (gaze
 # Both-brokers tests of the client, gazctl, Spark reads, writes and streams, the read-committed
 # oracle and Flow collection reads, on the Flow-pinned Gazette ([gazette] ids only; the [embedded] ones ran in `make test`).
 FLOW_SUBSET := tests/integration/test_client.py tests/integration/test_client_heads.py tests/gazette \
-	tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_stream_source.py \
-	tests/spark/test_stream_committed.py tests/oracle/test_read_committed_oracle.py \
-	tests/oracle/test_flow_collection_oracle.py
+	tests/spark/test_read.py tests/spark/test_stream_committed.py \
+	tests/oracle/test_read_committed_oracle.py tests/oracle/test_flow_collection_oracle.py
 
+# `-k`: the [gazette] cases and tests/gazette/ (whose path matches "gazette"); "[embedded" drops
+# the embedded cases of tests whose names say "gazettes" (they ran in `make test`).
 test-gazette-flow: $(STAMP) $(GAZETTE_STAMP) $(FLOW_STAMP)  ## the both-brokers subset against the Gazette commit Estuary Flow pins
-	GAZETTE_PEER=flow PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(FLOW_SUBSET) -k "gazette and not protobuf"
+	GAZETTE_PEER=flow PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(FLOW_SUBSET) -k "gazette and not protobuf and not [embedded"
 
 dev-cluster: $(STAMP) $(GAZETTE_STAMP)  ## run a real Gazette cluster (etcd + 3 brokers) on loopback until Ctrl-C
 	$(PY) tests/realgazette.py
@@ -113,6 +118,8 @@ $(AZURITE_STAMP):
 	$(NPM) install --prefix .tools/azurite --no-audit --no-fund --silent azurite@$(AZURITE_VERSION)
 	touch $@
 
+azurite: $(AZURITE_STAMP)  ## only Azurite (npm; CI installs it while Go compiles)
+
 emulators: $(FAKE_GCS_BIN) $(AZURITE_STAMP)  ## install the GCS (fake-gcs-server) and Azure (Azurite) emulators the store tests use
 
 EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN),) \
@@ -130,32 +137,54 @@ TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 EXCLUSIVE := tests/integration/test_heads_under_load.py
 
+#
+# The cluster tier runs last. Its tests mostly wait on their cluster (workers started, killed and
+# restarted), so other suites can run beside it: `make test ALONGSIDE="test-oldest-pyspark
+# test-notebook-delta test-gazette-flow"` (what CI does) runs those targets at the same time, each in one process
+# (ALONGSIDE_WORKERS; more would load 2 cores past Spark's fixed 10 s for a Python worker to
+# connect back), each target's output shown as a block when it ends; any failure fails `make test`.
+ALONGSIDE ?=
+ALONGSIDE_WORKERS ?= 0
+
 test: $(STAMP) $(GAZETTE_IF_GO) $(EMULATORS_IF_TOOLS)  ## run every test tier (unit, integration, spark, real Gazette, cluster)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(XDIST) --ignore=tests/cluster $(addprefix --ignore=,$(EXCLUSIVE))
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(EXCLUSIVE)
+	$(MAKE) --no-print-directory -j$(words test-cluster $(ALONGSIDE)) --output-sync=target test-cluster $(ALONGSIDE) \
+		$(if $(ALONGSIDE),TEST_WORKERS=$(ALONGSIDE_WORKERS))
+
+test-cluster: $(STAMP)  ## only the cluster tier (a standalone Spark cluster; needs root for network namespaces)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests/cluster
 
 # The oldest PySpark pyproject.toml allows (pyspark>=4.2), in a venv of its own, for a smoke
 # subset of the Spark tests (tests/unit/test_packaging.py keeps it equal to the lower bound).
 OLDEST_PYSPARK := 4.2.0
 OLD_VENV := .venv-oldest
-OLD_STAMP := $(OLD_VENV)/.installed-$(OLDEST_PYSPARK)
+# The Delta Lake release built for it (its PyPI package requires pyspark<=4.2.0; its jar,
+# io.delta:delta-spark_4.2_2.13, comes from Maven Central when the notebook starts Spark).
+DELTA_SPARK := 4.4.0
+OLD_STAMP := $(OLD_VENV)/.installed-$(OLDEST_PYSPARK)-delta$(DELTA_SPARK)
 SMOKE := tests/spark/test_read.py tests/spark/test_write.py tests/spark/test_stream_source.py tests/spark/test_user_errors.py
-# The smoke subset needs only the runtime and pytest (not the ~370-package dev toolchain).
-SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"
+# The smoke subset needs only the runtime and pytest (not the ~180-package dev toolchain); the
+# merge notebook on Delta (test-notebook-delta) a Jupyter kernel, the notebook runner and
+# delta-spark (34 packages more, 77 in all).
+SMOKE_TOOLS := "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "pytest-rerunfailures>=15"
+NOTEBOOK_DELTA_TOOLS := "nbclient>=0.10" "nbformat>=5.10" "ipykernel>=6.29" "delta-spark==$(DELTA_SPARK)"
 
 # Installed without the C scanner (PYSPARK_GAZETTE_NATIVE_BUILD=0): CI builds this venv while
 # .venv installs, and both editable installs would build the extension into the checkout at once.
 $(OLD_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
-	PYSPARK_GAZETTE_NATIVE_BUILD=0 $(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS)
+	PYSPARK_GAZETTE_NATIVE_BUILD=0 $(OLD_VENV)/bin/python -m pip install -q -e . "pyspark==$(OLDEST_PYSPARK)" $(SMOKE_TOOLS) $(NOTEBOOK_DELTA_TOOLS)
 	rm -f $(OLD_VENV)/.installed-* && touch $@
 
 oldest-pyspark-venv: $(OLD_STAMP)  ## only the venv of test-oldest-pyspark (CI builds it while Go compiles)
 
 test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the oldest supported pyspark
-	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(SMOKE) -k "not gazette"
+	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(SMOKE) -k "not gazette" -m "not slow"
+
+test-notebook-delta: $(OLD_STAMP)  ## notebook 05 merging into a Delta table (oldest pyspark + delta-spark)
+	NOTEBOOK_TABLE_FORMAT=delta PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/notebooks/test_notebooks.py -k "top_to_bottom and 05"
 
 test-unit: $(STAMP)  ## only the unit tests
 	$(PY) -m pytest tests/unit

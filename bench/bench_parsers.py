@@ -186,6 +186,93 @@ def _timed(fn) -> float:
     return time.process_time() - t
 
 
+def map_cases(args) -> int:
+    """MapType, on bench_read's nested events: a top-level map (``geo`` read as a map) and a map
+    nested in a struct (``geo`` with an ``attrs`` map of 2 entries added to every record), each
+    with maps beside pyarrow's columns (now) vs every record through the per-record rules (the
+    path both took before: the decoder's own ``decode`` with ``_all_python`` set), and with
+    ``--maps-against`` the same decode by another version of the module, loaded beside this one."""
+    import json
+
+    from pyspark.sql import types as T
+
+    from bench_read import make_nested_lines
+    from pyspark_gazette.spark.read.typed import TypedDecoder
+
+    other = None
+    if args.maps_against:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("typed_other", args.maps_against)
+        assert spec is not None and spec.loader is not None
+        other = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(other)
+    print(f"load average {os.getloadavg()}")
+    raw = make_nested_lines(max(4, args.mib // 4) << 20)
+    nested = pieces(raw, int(args.piece * (1 << 20)))
+    docs = [json.loads(line) for line in raw.splitlines()]
+    for d in docs:
+        d["geo"]["attrs"] = {"cc": d["geo"]["country"], "src": d["url"][-5:]}
+    in_struct = pieces(
+        b"".join(json.dumps(d, separators=(",", ":")).encode() + b"\n" for d in docs), int(args.piece * (1 << 20))
+    )
+    top = T.StructType(
+        [
+            T.StructField("event_id", T.LongType()),
+            T.StructField("user_id", T.StringType()),
+            T.StructField("amount", T.DoubleType()),
+            T.StructField("geo", T.MapType(T.StringType(), T.StringType())),
+        ]
+    )
+    geo = T.StructType(
+        [
+            T.StructField("country", T.StringType()),
+            T.StructField("lat", T.DoubleType()),
+            T.StructField("attrs", T.MapType(T.StringType(), T.StringType())),
+        ]
+    )
+    nested_schema = T.StructType(
+        [
+            T.StructField("event_id", T.LongType()),
+            T.StructField("user_id", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("url", T.StringType()),
+            T.StructField("amount", T.DoubleType()),
+            T.StructField("geo", geo),
+            T.StructField("tags", T.ArrayType(T.StringType())),
+        ]
+    )
+    for label, schema, ps in (
+        ("top-level map (geo as a map)", top, nested),
+        ("map nested in a struct (geo.attrs)", nested_schema, in_struct),
+    ):
+        nbytes = sum(v.nbytes for v in ps) / 1e6
+        dec, old = TypedDecoder(schema), TypedDecoder(schema)
+        old._all_python = True  # every record through the per-record rules: the path before
+        rows = sum(len(v) for v in ps)
+
+        def run(d, ps=ps):
+            return sum(d.decode(v, {}).num_rows for v in ps)
+
+        assert run(dec) == run(old) == rows and dec.errors == old.errors == 0
+        base = other.TypedDecoder(schema) if other else None
+        if base is not None:
+            assert all(base.decode(v, {}).equals(dec.decode(v, {})) for v in ps)
+        t_old = t_new = t_base = float("inf")
+        for _ in range(args.rounds):  # interleaved
+            t_old = min(t_old, _timed(lambda d=old: run(d)))
+            t_new = min(t_new, _timed(lambda d=dec: run(d)))
+            if base is not None:
+                t_base = min(t_base, _timed(lambda d=base: run(d)))
+        print(
+            f"  {label} ({nbytes:.0f} MB): maps beside pyarrow {nbytes / t_new:.1f} MB/s, "
+            f"every record per-record (before) {nbytes / t_old:.1f} MB/s: x{t_old / t_new:.2f}"
+            + (f"; {args.maps_against} {nbytes / t_base:.1f} MB/s: x{t_base / t_new:.2f}" if base else "")
+        )
+    print(f"load average {os.getloadavg()}")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mib", type=int, default=64)
@@ -193,7 +280,15 @@ def main() -> int:
     p.add_argument("--piece", type=float, default=1.0, help="MiB fed to the line splitter (default 1)")
     p.add_argument("--big", type=float, default=8.0, help="MiB of the larger pieces (default 8)")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--maps-only", action="store_true", help="only the MapType cases")
+    p.add_argument(
+        "--maps-against",
+        metavar="TYPED_PY",
+        help="also time the MapType cases with another version of spark/read/typed.py (e.g. from git show)",
+    )
     args = p.parse_args()
+    if args.maps_only:
+        return map_cases(args)
     data = make_lines(args.mib << 20)
     mb = len(data) / 1e6
     small = pieces(data, int(args.piece * (1 << 20)))
@@ -224,39 +319,7 @@ def main() -> int:
                 print(f"  {name:44s} {mb / s:7.1f} MB/s   x{base / s:5.2f} vs ours")
     print(f"  2 of 8 fields vs full, ours: x{best['full: ours'] / best['2 of 8: ours']:.2f}")
     print(f"load average {os.getloadavg()}")
-    # MapType: a top-level map beside pyarrow's columns (now) vs every record through the
-    # per-record rules (before), on bench_read's nested events (geo read as a map).
-    from pyspark.sql import types as T
-
-    from bench_read import make_nested_lines
-    from pyspark_gazette.spark.read.typed import TypedDecoder
-
-    nested = pieces(make_nested_lines(max(4, args.mib // 4) << 20), int(args.piece * (1 << 20)))
-    nbytes = sum(v.nbytes for v in nested) / 1e6
-    map_schema = T.StructType(
-        [
-            T.StructField("event_id", T.LongType()),
-            T.StructField("user_id", T.StringType()),
-            T.StructField("amount", T.DoubleType()),
-            T.StructField("geo", T.MapType(T.StringType(), T.StringType())),
-        ]
-    )
-    dec = TypedDecoder(map_schema)
-
-    def per_record():
-        for v in nested:
-            dec._records(v, range(len(v)), [])
-
-    def with_maps():
-        for v in nested:
-            dec.decode(v, {})
-
-    t_old = min(_timed(per_record) for _ in range(args.rounds))
-    t_new = min(_timed(with_maps) for _ in range(args.rounds))
-    print(
-        f"  MapType schema ({nbytes:.0f} MB): top-level map beside pyarrow {nbytes / t_new:.1f} MB/s, "
-        f"every record per-record (before) {nbytes / t_old:.1f} MB/s: x{t_old / t_new:.2f}"
-    )
+    map_cases(args)
     if args.profile:
         from pyspark_gazette.spark.read.typed import TypedDecoder
 

@@ -11,6 +11,12 @@ checks that it stopped its SparkSession and its broker.
 One notebook also runs against an "external cluster": a broker this test starts, named by
 ``BROKER_ADDRESS``, which exercises the notebooks' real-cluster branch (journals under a scratch
 prefix, deleted at the end).
+
+The merge notebook (05) prints the table format it merged into (``table format: delta`` or
+``parquet``). With ``NOTEBOOK_TABLE_FORMAT`` set, the test requires that format: ``make
+test-notebook-delta`` runs this module in the oldest-pyspark venv (PySpark 4.2.0 with
+``delta-spark``) and requires ``delta``; the dev venv (PySpark 4.3, no Delta release for it) runs
+the Parquet path.
 """
 
 from __future__ import annotations
@@ -36,6 +42,12 @@ CELL_TIMEOUT = 300
 KERNEL = "pyspark-gazette-tests"
 #: The notebook run against an "external" broker too (all share the same set-up cell).
 EXTERNAL_NOTEBOOK = "04-flow-collection-read-committed.ipynb"
+#: The notebook that merges into a table, printing ``table format: <delta|parquet>``.
+MERGE_NOTEBOOK = "05-flow-collection-merge.ipynb"
+TABLE_FORMAT = re.compile(r"table format: (delta|parquet)\b")
+#: Imports a notebook makes only when the package is installed (not from any extra: delta-spark
+#: pins pyspark to the releases Delta was built for, so the notebooks extra cannot require it).
+OPTIONAL_IMPORTS = {"delta"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # Appended after the notebook's last cell: nothing it started may still run.
@@ -98,7 +110,7 @@ def _third_party_imports(path: pathlib.Path) -> set[str]:
                 names.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module.split(".")[0])
-    return {n for n in names if n not in sys.stdlib_module_names and n != "pyspark_gazette"}
+    return {n for n in names if n not in sys.stdlib_module_names and n not in {"pyspark_gazette", *OPTIONAL_IMPORTS}}
 
 
 def _requirement_names(requirements: list[str]) -> set[str]:
@@ -149,6 +161,13 @@ def kernel_cwd(tmp_path, monkeypatch):
     return cwd
 
 
+def _output_text(nb) -> str:
+    """What the executed notebook's cells printed and displayed (as text)."""
+    return "".join(
+        o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for c in nb.cells for o in c.get("outputs", [])
+    )
+
+
 def run_notebook(path: pathlib.Path, cwd: pathlib.Path):
     """Execute every cell of ``path`` in ``cwd``; fail naming the cell."""
     nb = nbformat.read(path, as_version=4)
@@ -176,7 +195,12 @@ def run_notebook(path: pathlib.Path, cwd: pathlib.Path):
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
 def test_notebook_runs_top_to_bottom_on_the_embedded_broker(path, kernel_cwd):
-    run_notebook(path, kernel_cwd)
+    nb = run_notebook(path, kernel_cwd)
+    if path.name == MERGE_NOTEBOOK:
+        formats = set(TABLE_FORMAT.findall(_output_text(nb)))
+        assert len(formats) == 1, f"{path.name} printed table formats {sorted(formats)}, expected one"
+        want = os.environ.get("NOTEBOOK_TABLE_FORMAT")
+        assert want in (None, *formats), f"{path.name} merged into a {formats.pop()} table, not {want}"
     assert sorted(p.name for p in kernel_cwd.iterdir()) == [], "the notebook wrote into its working directory"
     scratch = sorted(p.name for p in (kernel_cwd.parent / "tmp").glob("gazette-notebook-*"))
     assert scratch == [], "the notebook did not remove its scratch directory"
@@ -196,9 +220,7 @@ def test_a_notebook_against_an_external_broker(kernel_cwd, tmp_path, monkeypatch
         nb = run_notebook(ROOT / "notebooks" / EXTERNAL_NOTEBOOK, kernel_cwd)
         with JournalClient(broker.address) as client:
             assert client.list_journals() == []  # the notebook deleted the journals it created
-    text = "".join(
-        o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for c in nb.cells for o in c.get("outputs", [])
-    )
+    text = _output_text(nb)
     # ... which it had created on this broker, under a scratch prefix.
     assert f"broker: {broker.address} (external)" in text
     assert "scratch/notebooks/" in text

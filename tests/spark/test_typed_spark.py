@@ -39,6 +39,24 @@ SCHEMA = StructType(
         StructField("i", IntegerType()),
         StructField("sh", ShortType()),
         StructField("f", FloatType()),
+        StructField(
+            "nm",
+            StructType(
+                [
+                    StructField("m", MapType(StringType(), LongType())),
+                    StructField("x", IntegerType()),
+                    StructField(
+                        "s",
+                        StructType(
+                            [
+                                StructField("m2", MapType(StringType(), StringType())),
+                                StructField("t", TimestampType()),
+                            ]
+                        ),
+                    ),
+                ]
+            ),
+        ),
         StructField("_corrupt_record", StringType()),
     ]
 )
@@ -117,6 +135,15 @@ LINES = [
     '{"t":"2024-01-02T03:04:05+01","a":77}',
     '{"t":"2024-01-02T03:04\\u002B01:00","a":78}',
     '{"a":79,"m":{},"extra":{"q":[1,"x",{"r":null}]}}',
+    # Maps nested in structs (parsed beside pyarrow's columns, the struct rebuilt around them).
+    '{"a":80,"nm":{"m":{"k":1,"l":null},"x":2,"s":{"m2":{"q":"r","n":3},"t":"2024-01-02T03:04:05Z"}}}',
+    '{"a":81,"nm":{"x":3}}',
+    '{"a":82,"nm":null}',
+    '{"a":83,"nm":{"m":{"k":"bad"},"x":4,"s":{"t":"2024-01-02T03:04:05Z"}}}',
+    '{"a":84,"nm":{"s":{"m2":{"o":{"b":[1]}},"zz":1}}}',
+    '{"a":85,"nm":{"s":5,"x":1}}',
+    '{"a":86,"nm":{"m":{},"s":{}}}',
+    '{"a":87,"nm":{"m":[1],"x":5}}',
 ]
 
 

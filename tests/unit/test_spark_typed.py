@@ -540,10 +540,167 @@ def test_a_map_value_that_does_not_convert_is_malformed_with_partial_results():
     assert dec.errors == 1
 
 
-def test_maps_nested_in_structs_still_follow_the_per_record_rules():
-    s = schema(("st", StructType([StructField("m", MapType(StringType(), LongType()))])))
-    _, batch = decode(s, '{"st":{"m":{"a":1}}}', '{"st":{"m":{"b":"x"}}}')
-    assert batch.column(0).to_pylist() == [{"m": [("a", 1)]}, {"m": None}]
+NESTED_MAPS = schema(
+    ("id", LongType()),
+    (
+        "st",
+        StructType(
+            [
+                StructField("m", MapType(StringType(), LongType())),
+                StructField("x", IntegerType()),
+                StructField(
+                    "in",
+                    StructType(
+                        [
+                            StructField("t", TimestampType()),
+                            StructField("m2", MapType(StringType(), DateType())),
+                            StructField("dec", DecimalType(5, 1)),
+                        ]
+                    ),
+                ),
+                StructField("only", StructType([StructField("m3", MapType(StringType(), StringType()))])),
+            ]
+        ),
+    ),
+    ("_corrupt_record", StringType()),
+)
+
+
+def per_record(s, *docs, **kw):
+    """The same records, every one through the per-record rules (the path nested maps took)."""
+    dec = TypedDecoder(s, **kw)
+    dec._all_python = True
+    return dec, dec.decode(values(*docs), {})
+
+
+def nested_doc(i):
+    return {
+        "id": i,
+        "st": {
+            "x": i,
+            "m": {"a": i, "b": None},
+            "in": {"m2": {"d": "2024-01-02"}, "t": "2024-01-02T03:04:05Z", "dec": 1.5},
+            "only": {"m3": {"k": "v"}},
+            "zz": {"q": [1]},
+        },
+    }
+
+
+def test_maps_nested_in_structs_take_the_fast_path(monkeypatch):
+    no_per_record(monkeypatch)
+    docs = [json.dumps(nested_doc(i)) for i in range(3000)]
+    docs[1] = '{"id":1}'  # no struct
+    docs[2] = '{"id":2,"st":null}'  # null struct
+    docs[3] = '{"id":3,"st":{"x":3}}'  # struct without its maps
+    docs[4] = '{"id":4,"st":{"m":null,"in":{},"only":{}}}'
+    docs[5] = '{"id":5,"st":{"m":{},"in":null,"only":{"m3":{"a":1,"b":{"c":[true]}}}}}'
+    docs[6] = '{"id":6,"st":{"only":{"m3":{"a":"x","a":"y"}}}}'  # duplicate keys: the last wins
+    dec, batch = decode(NESTED_MAPS, *docs)
+    rows = batch.to_pylist()
+    assert rows[0] == {
+        "id": 0,
+        "st": {
+            "m": [("a", 0), ("b", None)],
+            "x": 0,
+            "in": {
+                "t": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),
+                "m2": [("d", dt.date(2024, 1, 2))],
+                "dec": Decimal("1.5"),
+            },
+            "only": {"m3": [("k", "v")]},
+        },
+        "_corrupt_record": None,
+    }
+    assert rows[1]["st"] is None and rows[2]["st"] is None
+    assert rows[3]["st"] == {"m": None, "x": 3, "in": None, "only": None}
+    assert rows[4]["st"] == {"m": None, "x": None, "in": {"t": None, "m2": None, "dec": None}, "only": {"m3": None}}
+    assert rows[5]["st"] == {"m": [], "x": None, "in": None, "only": {"m3": [("a", "1"), ("b", '{"c":[true]}')]}}
+    assert rows[6]["st"]["only"] == {"m3": [("a", "y")]}
+    assert rows[2999]["st"]["m"] == [("a", 2999), ("b", None)]
+    assert dec.errors == 0
+    monkeypatch.undo()
+    assert batch.equals(per_record(NESTED_MAPS, *docs)[1])
+
+
+BAD_NESTED = [
+    '{"id":1,"st":{"x":1,"m":{"a":"x","b":2},"in":{"dec":2}}}',  # a map value that does not convert
+    '{"id":2,"st":{"x":2,"in":{"m2":{"d":"not a date"},"t":"2024-01-02T03:04:05Z"}}}',  # two levels down
+    '{"id":3,"st":{"x":3,"only":5}}',  # a struct on the path that is not an object
+    '{"id":4,"st":{"x":4,"m":[1]}}',  # a map that is not an object
+    '{"id":5,"st":{"x":1,"m":{"a":1}},"st":{"x":5}}',  # duplicate struct key: the last wins
+    '{"id":6,"st":{"x":6,"x":7,"m":{"a":1}}}',  # duplicate key inside the struct
+]
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+def test_a_nested_map_that_does_not_convert_follows_the_per_record_rules(mode):
+    good = [json.dumps(nested_doc(i)) for i in range(10, 200)]
+    docs = [*good[:100], *BAD_NESTED, *good[100:]]
+    dec, batch = decode(NESTED_MAPS, *docs, mode=mode)
+    ref_dec, ref = per_record(NESTED_MAPS, *docs, mode=mode)
+    assert batch.equals(ref)
+    assert dec.errors == ref_dec.errors == 4
+    rows = {r["id"]: r for r in batch.to_pylist()}
+    if mode == "DROPMALFORMED":
+        assert sorted(rows) == sorted([*range(10, 200), 5, 6])
+    else:
+        # Spark's partial results: the bad map is null, the rest of its structs keep their values.
+        assert rows[1]["st"] == {"m": None, "x": 1, "in": {"t": None, "m2": None, "dec": Decimal("2.0")}, "only": None}
+        assert rows[1]["_corrupt_record"] == BAD_NESTED[0]
+        assert rows[2]["st"]["in"] == {"t": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC), "m2": None, "dec": None}
+        assert rows[3]["st"] == {"m": None, "x": 3, "in": None, "only": None}
+        assert rows[4]["st"]["x"] == 4 and rows[4]["st"]["m"] is None
+        assert [rows[i]["_corrupt_record"] for i in (2, 3, 4)] == BAD_NESTED[1:4]
+    assert rows[5]["st"] == {"m": None, "x": 5, "in": None, "only": None} and rows[5]["_corrupt_record"] is None
+    assert rows[6]["st"]["x"] == 7 and rows[6]["st"]["m"] == [("a", 1)]
+
+
+def test_a_nested_map_that_does_not_convert_fails_fast():
+    docs = [json.dumps(nested_doc(i)) for i in range(100)]
+    docs[37] = BAD_NESTED[1]
+    with pytest.raises(MessageDecodeError, match="index 37"):
+        decode(NESTED_MAPS, *docs, mode="FAILFAST")
+
+
+def test_maps_inside_arrays_still_follow_the_per_record_rules():
+    s = schema(("arr", ArrayType(StructType([StructField("m", MapType(StringType(), LongType()))]))))
+    dec, batch = decode(s, '{"arr":[{"m":{"a":1}}]}', '{"arr":[{"m":{"b":"x"}}]}')
+    assert dec._all_python and dec.errors == 1
+    assert batch.column(0).to_pylist()[0] == [{"m": [("a", 1)]}]
+
+
+NESTED_VALUE = st.one_of(
+    st.none(),
+    st.integers(-5, 5),
+    st.sampled_from(["x", "2024-01-02", "2024-01-02T03:04:05Z", 1.5, 1e400]),
+    st.lists(st.integers(0, 2), max_size=2),
+)
+NESTED_MAP = st.one_of(NESTED_VALUE, st.dictionaries(st.sampled_from("abc"), NESTED_VALUE, max_size=3))
+IN = st.one_of(
+    NESTED_VALUE, st.fixed_dictionaries({}, optional={"t": NESTED_VALUE, "m2": NESTED_MAP, "dec": NESTED_VALUE})
+)
+ST = st.one_of(
+    NESTED_VALUE,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "m": NESTED_MAP,
+            "x": NESTED_VALUE,
+            "in": IN,
+            "only": st.one_of(NESTED_VALUE, st.fixed_dictionaries({}, optional={"m3": NESTED_MAP})),
+        },
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sts=st.lists(ST, min_size=1, max_size=8), mode=st.sampled_from(["PERMISSIVE", "DROPMALFORMED"]))
+def test_nested_maps_fast_path_equals_the_per_record_rules(sts, mode):
+    docs = [json.dumps({"id": i, "st": v}) for i, v in enumerate(sts)]
+    dec, batch = decode(NESTED_MAPS, *docs, mode=mode)
+    ref_dec, ref = per_record(NESTED_MAPS, *docs, mode=mode)
+    assert (batch is None and ref is None) or batch.equals(ref)
+    assert dec.errors == ref_dec.errors
 
 
 @pytest.mark.parametrize("native", [True, False])

@@ -34,13 +34,16 @@ it takes that Spark rejects (a zone without seconds, an offset past 18:00) are f
 vectorised regex over the records (:data:`_TS_REJECT`) and left to the per-record rules, and a
 block with a form only Spark takes (``2024-1-2 3:4:5``) is parsed again with timestamps as
 strings. Dates, ``TimestampNTZ`` and binary are read as strings and converted afterwards
-(vectorised, for the common ISO-8601 forms). Top-level ``MapType`` fields, which pyarrow cannot
-parse, are converted in Python from each record beside pyarrow's columns. Records with invalid
-UTF-8 (which pyarrow passes through inside strings) take the per-record rules. Any record
-pyarrow rejects is found by re-parsing parts of the failing range (the failing record itself
-when pyarrow names its row, sixteenths otherwise), and records in small failing ranges (or with
-unusual values) are converted one by one in Python following Spark's rules; so pyarrow only ever
-accepts records Spark accepts with the same values.
+(vectorised, for the common ISO-8601 forms). ``MapType`` fields, which pyarrow cannot parse, are
+converted in Python from one parse of each record beside pyarrow's columns: a top-level map
+whole; a map in a struct (at any depth of structs) along its path, pyarrow parsing the struct
+without it and the struct rebuilt with the map in place (a record whose map does not convert
+takes the per-record rules). Records with invalid UTF-8 (which pyarrow passes through inside
+strings) take the per-record rules. Any record pyarrow rejects is found by re-parsing parts of
+the failing range (the failing record itself when pyarrow names its row, sixteenths otherwise),
+and records in small failing ranges (or with unusual values) are converted one by one in Python
+following Spark's rules; so pyarrow only ever accepts records Spark accepts with the same
+values.
 
 Spark's rules, as followed here: integers must be JSON integers in range; doubles and floats take
 any number plus the strings ``NaN``, ``Infinity``, ``-Infinity`` (floats overflow to infinity);
@@ -67,11 +70,14 @@ hand):
 * a StringType field given an object or array gets compact JSON text, where Spark keeps the
   source text with its spacing;
 * a null message produces no row (a file has no null lines);
-* a MapType nested in a struct or array sends every record through the per-record rules
-  (pyarrow cannot parse maps): correct, but about ten times slower; top-level maps cost one
-  Python JSON parse of each record (docs/benchmarks.md, "Typed reads").
+* a MapType inside an array (``array<map>``, ``array<struct<map>>``) sends every record
+  through the per-record rules (pyarrow cannot parse maps): correct, but ~3.5x slower; maps
+  at the top level or in structs cost one Python JSON parse of each record (docs/benchmarks.md,
+  "Typed reads");
+* a map keeps the last value of a duplicate key; Spark's map keeps every entry (``map_keys``
+  shows the key twice; collected to Python, the last one wins there too).
 
-Size (~900 lines, over the house's ~500): one small converter per Spark type, kept together
+Size (~1,000 lines, over the house's ~500): one small converter per Spark type, kept together
 because they share the mode semantics above and the recursion over nested types.
 """
 
@@ -107,6 +113,7 @@ from pyspark.sql.types import (
     MapType,
     ShortType,
     StringType,
+    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
@@ -358,15 +365,23 @@ def _list_conv(elem: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _map_conv(value: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    as_list = _list_conv(value)
-
     def conv(v: Any) -> Any:
         if type(v) is not dict:
             raise _Bad
-        try:
-            return list(zip(v.keys(), as_list(list(v.values())), strict=True))
-        except _Partial as p:
-            raise _Partial(list(zip(v.keys(), p.value, strict=True))) from None
+        out: list[tuple[str, Any]] = []
+        bad = False
+        for k, x in v.items():
+            if x is None:
+                out.append((k, None))
+                continue
+            try:
+                out.append((k, value(x)))
+            except _Partial as p:
+                out.append((k, p.value))
+                bad = True
+        if bad:
+            raise _Partial(out)
+        return out
 
     return conv
 
@@ -475,6 +490,90 @@ def _has_ts(t: DataType) -> bool:
     return False
 
 
+# A map plan: how to take a field's maps from a parsed record. ``(slot, conv, children)``: a map
+# (``children`` None) converted whole by ``conv``, or a struct whose ``children`` (name, plan)
+# hold maps; ``slot`` indexes the node's values (a map's, a struct's validity) in a batch.
+_Plan = tuple[int, Callable[[Any], Any] | None, list[tuple[str, Any]] | None]
+
+
+def _map_in_array(t: DataType) -> bool:
+    """Whether a map sits inside an array (a map's own values are converted with it)."""
+    if isinstance(t, StructType):
+        return any(_map_in_array(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _has(t.elementType, (MapType,))
+    return False
+
+
+def _without_maps(f: StructField) -> StructField:
+    """The field as pyarrow parses it: structs without their map fields, at any depth."""
+    t = f.dataType
+    if not isinstance(t, StructType) or not _has(t, (MapType,)):
+        return f
+    kept = [_without_maps(c) for c in t.fields if not isinstance(c.dataType, MapType)]
+    return StructField(f.name, StructType(kept), f.nullable)
+
+
+def _map_plan(t: DataType, conv: Callable[[Any], Any], slots: list[int]) -> _Plan:
+    """The plan of a map or a struct holding maps; ``slots`` counts the slots taken so far."""
+    slot = slots[0]
+    slots[0] += 1
+    if isinstance(t, MapType):
+        return (slot, conv, None)
+    assert isinstance(t, StructType)
+    children = [
+        (f.name, _map_plan(f.dataType, _converter(f.dataType), slots)) for f in t.fields if _has(f.dataType, (MapType,))
+    ]
+    return (slot, None, children)
+
+
+def _plan_slots(plan: _Plan, n: int, vals: list[list[Any]]) -> None:
+    """Empty slots: a map's values (null), a struct's validity (null until seen)."""
+    slot, _, children = plan
+    vals[slot] = [None] * n if children is None else [False] * n
+    for _, child in children or ():
+        _plan_slots(child, n, vals)
+
+
+def _plan_fill(v: Any, plan: _Plan, i: int, vals: list[list[Any]]) -> bool:
+    """Record ``i``'s non-null value ``v`` into the slots; False if it does not convert."""
+    slot, conv, children = plan
+    if children is None:
+        try:
+            vals[slot][i] = conv(v)  # type: ignore[misc]
+        except (_Bad, _Partial):
+            return False
+        return True
+    if type(v) is not dict:
+        return False
+    vals[slot][i] = True
+    ok = True
+    for name, child in children:
+        c = v.get(name)
+        if c is not None and not _plan_fill(c, child, i, vals):
+            ok = False
+    return ok
+
+
+def _plan_build(plan: _Plan, out: pa.DataType, arr: pa.Array | None, vals: list[list[Any]]) -> pa.Array:
+    """The column of ``out``: a map from its slot, a struct from pyarrow's ``arr`` (the struct
+    without its maps) with the maps in place, in the schema's field order, validity as parsed."""
+    slot, _, children = plan
+    if children is None:
+        return pa.array(vals[slot], out)
+    assert arr is not None
+    sub = dict(children)
+    kids = []
+    for f in out:
+        if f.name in sub:
+            inner = None if pa.types.is_map(f.type) else arr.field(f.name)
+            kids.append(_plan_build(sub[f.name], f.type, inner, vals))
+        else:
+            kids.append(arr.field(f.name))
+    valid = np.array(vals[slot], np.bool_)
+    return pa.StructArray.from_arrays(kids, fields=list(out), mask=pa.array(~valid))
+
+
 _CONVERTED = (TimestampType, TimestampNTZType, DateType, BinaryType, DecimalType)
 
 
@@ -578,16 +677,21 @@ class TypedDecoder:
         self._json = StructType(fields)
         self._json_arrow = to_arrow_schema(self._json, timezone="UTC")
         self._fields = [(f.name, _converter(f.dataType)) for f in fields]
-        # Top-level maps are converted in Python from each record (pyarrow cannot parse maps),
-        # the other fields by pyarrow; a map nested in a struct or array sends every record
+        # Maps are converted in Python from each record (pyarrow cannot parse maps), the rest by
+        # pyarrow: a top-level map whole, a struct holding maps (through structs only) parsed
+        # without them and rebuilt with them in place. A map inside an array sends every record
         # through the per-record rules.
+        self._all_python = any(_map_in_array(f.dataType) for f in fields)
+        slots = [0]
         self._maps = [
-            (f.name, conv) for f, (_, conv) in zip(fields, self._fields, strict=True) if isinstance(f.dataType, MapType)
+            (f.name, _map_plan(f.dataType, conv, slots))
+            for f, (_, conv) in zip(fields, self._fields, strict=True)
+            if _has(f.dataType, (MapType,)) and not self._all_python
         ]
-        self._all_python = any(not isinstance(f.dataType, MapType) and _has(f.dataType, (MapType,)) for f in fields)
-        arrow_fields = [
-            (f, o) for f, o in zip(fields, self._json_arrow, strict=True) if not isinstance(f.dataType, MapType)
-        ]
+        self._slots = slots[0]
+        parsed = [_without_maps(f) for f in fields if not isinstance(f.dataType, MapType)]
+        arrow_fields = list(zip(parsed, to_arrow_schema(StructType(parsed), timezone="UTC"), strict=True))
+        self._parsed = {f.name: (f.dataType, o.type) for f, o in arrow_fields}
 
         def parse_options(native: bool) -> pj.ParseOptions:
             return pj.ParseOptions(
@@ -718,7 +822,7 @@ class TypedDecoder:
         if native:
             flagged = pc.match_substring_regex(part, _TS_REJECT).to_numpy(zero_copy_only=False)
             bad = flagged if flagged.any() else None
-        maps = self._map_columns(part) if self._maps else {}
+        maps = self._map_columns(part, table) if self._maps else {}
         cols = []
         for f, o in zip(self._json.fields, self._json_arrow, strict=True):
             if f.name in maps:
@@ -735,12 +839,16 @@ class TypedDecoder:
         pieces.append((good + lo, batch.take(pa.array(good)), np.zeros(len(good), np.bool_)))
         self._records(values, (np.flatnonzero(bad) + lo).tolist(), pieces)
 
-    def _map_columns(self, part: pa.Array) -> dict[str, tuple[pa.Array, np.ndarray | None]]:
-        """The top-level map columns of records pyarrow parsed, converted in Python from each
-        record; a record whose map does not convert is left to the per-record rules."""
+    def _map_columns(self, part: pa.Array, table: pa.Table) -> dict[str, tuple[pa.Array, np.ndarray | None]]:
+        """The columns holding maps of records pyarrow parsed: maps converted in Python from each
+        record (one parse, values taken along each map's path), a struct holding maps rebuilt
+        from pyarrow's column with the maps in place; a record whose map does not convert (or
+        whose struct on a map's path is not an object) is left to the per-record rules."""
         n = len(part)
         bad = np.zeros(n, np.bool_)
-        vals: dict[str, list[Any]] = {name: [None] * n for name, _ in self._maps}
+        vals: list[list[Any]] = [[]] * self._slots
+        for _, plan in self._maps:
+            _plan_slots(plan, n, vals)
         for i, raw in enumerate(part.to_pylist()):
             try:
                 doc, _ = _DECODER.raw_decode(raw.decode("utf-8").strip(_JSON_WS))
@@ -750,16 +858,22 @@ class TypedDecoder:
             if type(doc) is not dict:
                 bad[i] = True
                 continue
-            for name, conv in self._maps:
+            for name, plan in self._maps:
                 v = doc.get(name)
-                if v is not None:
-                    try:
-                        vals[name][i] = conv(v)
-                    except (_Bad, _Partial):
-                        bad[i] = True
-        mask = bad if bad.any() else None
+                if v is not None and not _plan_fill(v, plan, i, vals):
+                    bad[i] = True
         types = {f.name: f.type for f in self._json_arrow}
-        return {name: (pa.array(v, types[name]), mask) for name, v in vals.items()}
+        out: dict[str, tuple[pa.Array, np.ndarray | None]] = {}
+        for name, plan in self._maps:
+            mask = bad
+            arr = None
+            if name in self._parsed:  # a struct holding maps: pyarrow parsed the rest of it
+                t, o = self._parsed[name]
+                arr, b = _post(table.column(name).combine_chunks(), t, o)
+                if b is not None:
+                    mask = bad | b
+            out[name] = (_plan_build(plan, types[name], arr, vals), mask if mask.any() else None)
+        return out
 
     def decode(self, values: pa.Array, metadata: Mapping[str, pa.Array]) -> pa.RecordBatch | None:
         """Decode one batch of JSON documents; ``metadata`` holds the reserved kinds' arrays."""
