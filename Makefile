@@ -134,7 +134,10 @@ EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN)
 # TEST_WORKERS=0 runs them in this process, one at a time. Tests that load the machine on purpose
 # (CPU burners: EXCLUSIVE) run alone afterwards, so they slow no other test.
 TEST_WORKERS ?= 2
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+# --no-loadscope-reorder: files start in the order tests/conftest.py sorts them (longest first);
+# by default xdist starts the files with the most tests first, which left the two-test chaos
+# file (~9 min) to the end of the run, one process working and the other idle.
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 EXCLUSIVE := tests/integration/test_heads_under_load.py
 
 #
