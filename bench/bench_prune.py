@@ -93,7 +93,6 @@ def build_journal(client, broker, store: str, export: str, name: str, hours: int
     return ranges
 
 
-
 def _same(a: object, b: object) -> bool:
     """Answers equal, a double sum to 1e-12 relative: Spark adds the partial sums of a query's
     partitions in the order its tasks end, so the last bits of ``sum(amount)`` vary by run."""
@@ -102,6 +101,7 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
+
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
