@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """JSON parser candidates for typed reads, one process, on bench_read's own click events.
 
-    .venv/bin/python bench/bench_parsers.py [--mib 64] [--rounds 3] [--profile]
+    .venv/bin/python bench/bench_parsers.py [--mib 64] [--rounds 3] [--profile] [--shape nested]
 
-The bytes are bench_read's ndjson click events (``bench_read.make_lines``), split into message
+The bytes are bench_read's ndjson click events (``bench_read.make_lines``), or with ``--shape
+nested`` its nested events (``make_nested_lines``: a struct, an array of strings, a field outside
+the schema holding an object; schema ``bench_read.NESTED_SCHEMA``), split into message
 pieces exactly as the executor does (:class:`~pyspark_gazette.message.ArrowLineDecoder` fed
 ``--piece`` MiB chunks, 1 MiB like ``segments.FEED_BYTES`` by default). Every contender turns
 the same pieces into Arrow columns of the schema, best of ``--rounds``, interleaved:
@@ -15,11 +17,12 @@ the same pieces into Arrow columns of the schema, best of ``--rounds``, interlea
 * ``polars``, ``duckdb``, ``msgspec``/``orjson`` (+ ``pa.array``), ``simdjson`` where installed
   (each without Spark's rules: the least that parser costs);
 
-for the full 8-field schema and for 2 of its fields, and ours again on larger pieces
+for the full schema and for 2 of its fields, and ours again on larger pieces
 (``--big`` MiB). With ``--profile`` a cProfile of ours (full schema) is printed.
 Rates are MB of ndjson per CPU second of this process (``time.process_time``, all threads
 counted): on a shared, loaded machine wall time measures the neighbours, CPU time the parser;
-ratios are against ``ours`` in the same run. polars and duckdb run one thread.
+ratios are against ``ours`` in the same run. polars and duckdb run one thread. The nested shape
+has ours, pyarrow.json and polars only (the others' Arrow columns would not be the schema's).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ sys.path.insert(0, HERE)
 import pyarrow as pa  # noqa: E402
 import pyarrow.json as pj  # noqa: E402
 
-from bench_read import SCHEMA, make_lines  # noqa: E402
+from bench_read import NESTED_SCHEMA, NESTED_TWO_FIELDS, SCHEMA, make_lines, make_nested_lines  # noqa: E402
 
 TWO = "country STRING, amount DOUBLE"
 
@@ -63,15 +66,39 @@ def joined(v: pa.Array) -> pa.Buffer:
     return _join_lines(v)
 
 
-def spark_schema(ddl: str):
-    """A flat ``name TYPE, ...`` DDL as a StructType, without a Spark session."""
+def _split(ddl: str) -> list[str]:
+    """``ddl``'s top-level comma-separated parts (commas inside ``<...>`` kept)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(ddl):
+        depth += (ch == "<") - (ch == ">")
+        if ch == "," and depth == 0:
+            parts.append(ddl[start:i].strip())
+            start = i + 1
+    return [*parts, ddl[start:].strip()]
+
+
+def _spark_type(t: str):
     from pyspark.sql import types as T
 
-    kinds = {"LONG": T.LongType, "STRING": T.StringType, "DOUBLE": T.DoubleType, "TIMESTAMP": T.TimestampType}
-    return T.StructType([T.StructField(n, kinds[t]()) for n, t in (c.strip().split() for c in ddl.split(","))])
+    t = t.strip()
+    if t.upper().startswith("ARRAY<"):
+        return T.ArrayType(_spark_type(t[6:-1]))
+    if t.upper().startswith("STRUCT<"):
+        return T.StructType(
+            [T.StructField(n.strip(), _spark_type(k)) for n, k in (f.split(":", 1) for f in _split(t[7:-1]))]
+        )
+    return {"LONG": T.LongType, "STRING": T.StringType, "DOUBLE": T.DoubleType, "TIMESTAMP": T.TimestampType}[t]()
 
 
-def contenders(ddl: str) -> dict:
+def spark_schema(ddl: str):
+    """A ``name TYPE, ...`` DDL (``STRUCT<a: T, ...>`` and ``ARRAY<T>`` of the scalars bench_read
+    uses) as a StructType, without a Spark session."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(n, _spark_type(t)) for n, t in (c.split(None, 1) for c in _split(ddl))])
+
+
+def contenders(ddl: str, nested: bool = False) -> dict:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from pyspark_gazette.spark.read.typed import TypedDecoder
@@ -97,6 +124,17 @@ def contenders(ddl: str) -> dict:
 
     c["pyarrow.json ts as string"] = pj_with(as_string)
     c["pyarrow.json ts native"] = pj_with(out_schema)
+    if nested:
+        try:
+            import polars as pl
+
+            pl_schema = {f.name: pl.from_arrow(pa.array([], f.type)).dtype for f in out_schema}
+            c["polars read_ndjson"] = lambda ps: sum(
+                pl.read_ndjson(io.BytesIO(joined(v).to_pybytes()), schema=pl_schema).height for v in ps
+            )
+        except ImportError:
+            pass
+        return c
     try:
         import polars as pl
 
@@ -280,6 +318,9 @@ def main() -> int:
     p.add_argument("--piece", type=float, default=1.0, help="MiB fed to the line splitter (default 1)")
     p.add_argument("--big", type=float, default=8.0, help="MiB of the larger pieces (default 8)")
     p.add_argument("--profile", action="store_true")
+    p.add_argument(
+        "--shape", default="clicks", choices=("clicks", "nested"), help="bench_read's records (default %(default)s)"
+    )
     p.add_argument("--maps-only", action="store_true", help="only the MapType cases")
     p.add_argument(
         "--maps-against",
@@ -289,18 +330,22 @@ def main() -> int:
     args = p.parse_args()
     if args.maps_only:
         return map_cases(args)
-    data = make_lines(args.mib << 20)
+    nested = args.shape == "nested"
+    data = (make_nested_lines if nested else make_lines)(args.mib << 20)
     mb = len(data) / 1e6
     small = pieces(data, int(args.piece * (1 << 20)))
     big = pieces(data, int(args.big * (1 << 20)))
+    full_ddl, two_ddl = (NESTED_SCHEMA, NESTED_TWO_FIELDS) if nested else (SCHEMA, TWO)
+    n_fields = len(_split(full_ddl))
     print(
-        f"{mb:.1f} MB of click events; {len(small)} pieces of ~{len(small[0])} rows ({args.piece} MiB), "
+        f"{mb:.1f} MB of {args.shape} events; {len(small)} pieces of ~{len(small[0])} rows ({args.piece} MiB), "
         f"{len(big)} of ~{len(big[0])} rows ({args.big} MiB); load average {os.getloadavg()}"
     )
     rows = sum(len(v) for v in small)
     cases = {}
-    for label, ddl in (("full", SCHEMA), ("2 of 8", TWO)):
-        for name, fn in contenders(ddl).items():
+    two = f"2 of {n_fields}"
+    for label, ddl in (("full", full_ddl), (two, two_ddl)):
+        for name, fn in contenders(ddl, nested).items():
             cases[f"{label}: {name}"] = (fn, small)
             if name.startswith("ours"):
                 cases[f"{label}: {name}, {args.big} MiB pieces"] = (fn, big)
@@ -312,18 +357,19 @@ def main() -> int:
             dt = time.process_time() - t
             assert n == rows, (name, n, rows)
             best[name] = min(best.get(name, dt), dt)
-    for label in ("full", "2 of 8"):
+    for label in ("full", two):
         base = best[f"{label}: ours"]
         for name, s in best.items():
             if name.startswith(label + ":"):
                 print(f"  {name:44s} {mb / s:7.1f} MB/s   x{base / s:5.2f} vs ours")
-    print(f"  2 of 8 fields vs full, ours: x{best['full: ours'] / best['2 of 8: ours']:.2f}")
+    print(f"  {two} fields vs full, ours: x{best['full: ours'] / best[f'{two}: ours']:.2f}")
     print(f"load average {os.getloadavg()}")
-    map_cases(args)
+    if not nested:
+        map_cases(args)
     if args.profile:
         from pyspark_gazette.spark.read.typed import TypedDecoder
 
-        dec = TypedDecoder(spark_schema(SCHEMA))
+        dec = TypedDecoder(spark_schema(full_ddl))
         prof = cProfile.Profile()
         prof.enable()
         for v in small:

@@ -153,16 +153,61 @@ FLAT = StructType(
 )
 
 
-@pytest.mark.parametrize("schema", [SCHEMA, FLAT], ids=["every type", "C scanner types"])
-def test_decoder_batches_equal_spark_json(spark, tmp_path, schema):
+# Structs and arrays of those, at a few depths, beside them: this schema takes the scanner too.
+SCANNED = StructType(
+    [f for f in SCHEMA.fields if f.name not in ("m", "dec", "bin", "nm")]
+    + [
+        StructField("tags", ArrayType(StringType())),
+        StructField(
+            "geo",
+            StructType(
+                [
+                    StructField("country", StringType()),
+                    StructField("lat", DoubleType()),
+                    StructField("in", StructType([StructField("b", BooleanType()), StructField("d", DateType())])),
+                ]
+            ),
+        ),
+        StructField("objs", ArrayType(StructType([StructField("i", LongType()), StructField("ts", TimestampType())]))),
+    ]
+)
+# Records for SCANNED: taken by the scanner (null and empty structs and arrays, null elements,
+# names in another case, duplicate scalar keys, fields outside the schema) and left to the
+# pure-Python path (a struct or array of another JSON type, elements and fields that do not
+# convert, a struct or array given twice).
+NESTED_LINES = [
+    '{"a":90,"tags":["x",null,"y"],"geo":{"country":"US","lat":1.5,"in":{"b":true,"d":"2024-01-02"}},'
+    '"objs":[{"i":1,"ts":"2024-01-02T03:04:05Z"},null,{}]}',
+    '{"a":91,"tags":[],"geo":{},"objs":[]}',
+    '{"a":92,"tags":null,"geo":null,"objs":null}',
+    '{"a":93,"geo":{"COUNTRY":"x","country":"y","country":"z"},"tags":["a"],"st":{"x":1,"y":"q"},"arr":[1,null,3]}',
+    '{"a":94,"geo":{"in":null,"lat":-0.5,"extra":{"q":[1]}},"objs":[{"I":2,"i":3}],"Tags":["no"]}',
+    '{"a":95,"tags":"x"}',
+    '{"a":96,"geo":"x"}',
+    '{"a":97,"tags":["a",1]}',
+    '{"a":98,"geo":{"lat":"north","country":"q"}}',
+    '{"a":99,"objs":[{"i":"1"},{"i":2}]}',
+    '{"a":100,"geo":{"country":"x"},"geo":null}',
+    '{"a":101,"tags":["a"],"tags":["b"]}',
+    '{"a":102,"objs":[1]}',
+    '{"a":103,"geo":{"in":{"b":true},"in":{"d":"2024-01-03"}}}',
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "extra"),
+    [(SCHEMA, []), (FLAT, []), (SCANNED, NESTED_LINES)],
+    ids=["every type", "C scanner types", "C scanner structs and arrays"],
+)
+def test_decoder_batches_equal_spark_json(spark, tmp_path, schema, extra):
     from pyspark.sql.datasource import DataSource, DataSourceReader
 
     from pyspark_gazette.spark.read import typed
 
-    if schema is FLAT and typed._jsonscan is None:
+    if schema is not SCHEMA and typed._jsonscan is None:
         pytest.skip("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
-    assert (typed.TypedDecoder(schema)._scan_plan is not None) == (schema is FLAT)
-    lines = LINES * 3
+    assert (typed.TypedDecoder(schema)._scan_plan is not None) == (schema is not SCHEMA)
+    lines = (LINES + extra) * 3
     path = tmp_path / "in.json"
     path.write_text("\n".join(lines) + "\n")
     expected = spark.read.schema(schema).json(str(path)).collect()

@@ -11,21 +11,26 @@ the ``mode`` semantics of ``spark.read.schema(s).json(path)``:
   :class:`~pyspark_gazette.errors.MessageDecodeError` naming its index in the batch.
 
 C scanner: where the optional extension ``pyspark_gazette._jsonscan`` is built (setup.py,
-``_native/jsonscan.c``) and every JSON field of the schema is a top-level string, integer
-(long, int, short, byte), double, float, boolean, timestamp, timestamp without zone or date,
-the batch is first scanned in C, straight from the array's buffers into Arrow buffers. It takes
-a record only when certain of Spark's value by the rules below: an object whose values for the
-schema's fields are strings (escapes, surrogate pairs, UTF-8 checked), JSON integers in range,
-numbers (correctly rounded; Float once from the text, as pyarrow's reader), booleans, nulls;
+``_native/jsonscan.c``) and every JSON field of the schema is a string, integer (long, int,
+short, byte), double, float, boolean, timestamp, timestamp without zone or date, or a struct or
+array of those (at any depth up to 8 levels; struct field names unique), the batch is first
+scanned in C, straight from the array's buffers into Arrow buffers. It takes a record only when
+certain of Spark's value by the rules below: an object whose values for the schema's fields
+are strings (escapes, surrogate pairs, UTF-8 checked), JSON integers in range, numbers
+(correctly rounded; Float once from the text, as pyarrow's reader), booleans, nulls;
 timestamps as integer epoch seconds or ``yyyy-mm-dd[[T ]hh:mm:ss[.f*][Z|+-hh:mm|+-hhmm]]``
 (zones only on zoned timestamps), dates as ``yyyy-mm-dd`` optionally followed by ``T`` or a
-space and anything; other fields skipped (any JSON, checked, never built). Every other record
-(another JSON type for a field, malformed JSON, an overflow, another timestamp form, escapes in
-keys, a lone surrogate, ``NaN``, a top-level array, invalid UTF-8 anywhere in it, ...) goes,
-with its index, to the pure-Python path below as a sub-batch, so the modes, partial results and
-the corrupt column stay the same. Schemas with any other type take the pure-Python path for the
-whole batch; so do decoders whose batches mostly fell back, after four batches.
-``PYSPARK_GAZETTE_NATIVE_JSON=0`` (read by each decoder) turns the scanner off.
+space and anything; structs as objects or null (fields matched by exact name, missing ones
+null, an empty object a struct of nulls), arrays as arrays or null (null elements kept); other
+fields skipped (any JSON, checked, never built). Every other record (another JSON type for a
+field, a struct or array given as anything else, an element or struct field that does not
+convert, a struct or array key given twice in one object, malformed JSON, an overflow, another
+timestamp form, escapes in keys, a lone surrogate, ``NaN``, a top-level array, invalid UTF-8
+anywhere in it, ...) goes, with its index, to the pure-Python path below as a sub-batch, so the
+modes, partial results and the corrupt column stay the same. Schemas with any other type (maps,
+decimals, binary, at any depth) take the pure-Python path for the whole batch; so do decoders
+whose batches mostly fell back, after four batches. ``PYSPARK_GAZETTE_NATIVE_JSON=0`` (read by
+each decoder) turns the scanner off.
 
 Pure-Python path: the whole batch is parsed by ``pyarrow.json`` with an explicit schema of only
 the schema's fields (fields outside it are skipped by the parser, never materialised). Zoned
@@ -164,8 +169,9 @@ _JSON_WS = " \t\r\n"
 
 #: Set to ``0`` to turn the C scanner off (benchmarks' same-run A/B, tests).
 NATIVE_ENV = "PYSPARK_GAZETTE_NATIVE_JSON"
-# The top-level field types the C scanner converts (jsonscan.c's K_* kinds); a schema with any
-# other type among its JSON fields takes the pure-Python path for the whole batch.
+# The scalar types the C scanner converts (jsonscan.c's K_* kinds), and structs and arrays of
+# them (_SCAN_STRUCT, _SCAN_LIST); a schema with any other type among its JSON fields takes the
+# pure-Python path for the whole batch.
 _NATIVE_KINDS: dict[type, int] = {
     StringType: 0,
     LongType: 1,
@@ -179,6 +185,45 @@ _NATIVE_KINDS: dict[type, int] = {
     TimestampNTZType: 9,
     DateType: 10,
 }
+_SCAN_STRUCT, _SCAN_LIST = 11, 12
+# Nesting of structs and arrays the scanner is given (jsonscan.c takes up to 16).
+_SCAN_DEPTH = 8
+
+
+def _scan_item(name: str, t: DataType, depth: int = 0) -> tuple | None:
+    """The C scanner's plan of a field (or an array's element), None if it cannot take it:
+    another type, a struct without fields or with a name twice, nesting past _SCAN_DEPTH."""
+    kind = _NATIVE_KINDS.get(type(t))
+    if kind is not None:
+        return (name.encode("utf-8"), kind)
+    if depth >= _SCAN_DEPTH:
+        return None
+    if isinstance(t, StructType):
+        names = t.fieldNames()
+        kids = [_scan_item(f.name, f.dataType, depth + 1) for f in t.fields]
+        if not kids or len(set(names)) != len(names) or None in kids:
+            return None
+        return (name.encode("utf-8"), _SCAN_STRUCT, kids)
+    if isinstance(t, ArrayType):
+        elem = _scan_item("", t.elementType, depth + 1)
+        return None if elem is None else (name.encode("utf-8"), _SCAN_LIST, [elem])
+    return None
+
+
+def _scan_array(t: pa.DataType, col: tuple) -> pa.Array:
+    """An Arrow array of type t from the scanner's buffers of one column (see jsonscan.c)."""
+    length, valid, data, offsets, nulls, kids = col
+    bufs = [pa.py_buffer(valid) if nulls else None]
+    if offsets is not None:
+        bufs.append(pa.py_buffer(offsets))
+    if data is not None:
+        bufs.append(pa.py_buffer(data))
+    children = None
+    if pa.types.is_struct(t):
+        children = [_scan_array(t.field(i).type, k) for i, k in enumerate(kids)]
+    elif pa.types.is_list(t):
+        children = [_scan_array(t.value_type, kids[0])]
+    return pa.Array.from_buffers(t, length, bufs, null_count=nulls, children=children)
 
 
 def native_available() -> bool:
@@ -706,11 +751,13 @@ class TypedDecoder:
         self._native = any(_has_ts(f.dataType) for f, _ in arrow_fields)
         self._native_tries = self._native_fallbacks = 0
         self.errors = 0
-        # The C scanner (_jsonscan): every JSON field a top-level scalar it converts, names unique.
-        kinds = [_NATIVE_KINDS.get(type(f.dataType), -1) for f in fields]
-        self._scan_plan: list[tuple[bytes, int]] | None = None
-        if native_available() and fields and -1 not in kinds and len(names) == len(schema.fields):
-            self._scan_plan = [(f.name.encode("utf-8"), k) for f, k in zip(fields, kinds, strict=True)]
+        # The C scanner (_jsonscan): every JSON field a scalar it converts, or structs and arrays
+        # of them; names unique at every level.
+        items = [_scan_item(f.name, f.dataType) for f in fields]
+        plan = [i for i in items if i is not None]
+        self._scan_plan: list[tuple] | None = None
+        if native_available() and plan and len(plan) == len(fields) and len(names) == len(schema.fields):
+            self._scan_plan = plan
         self._scan_rows = self._scan_fallbacks = self._scan_batches = 0
         self._index_map: np.ndarray | None = None  # indices of a sub-batch in the batch decoded
 
@@ -912,11 +959,7 @@ class TypedDecoder:
         )
         st = np.frombuffer(status, np.uint8)
         if rows:
-            arrays = []
-            for f, (valid, data, offs, nulls) in zip(self._json_arrow, cols, strict=True):
-                vbuf = pa.py_buffer(valid) if nulls else None
-                bufs = [vbuf, pa.py_buffer(data)] if offs is None else [vbuf, pa.py_buffer(offs), pa.py_buffer(data)]
-                arrays.append(pa.Array.from_buffers(f.type, rows, bufs, null_count=nulls))
+            arrays = [_scan_array(f.type, col) for f, col in zip(self._json_arrow, cols, strict=True)]
             batch = pa.RecordBatch.from_arrays(arrays, schema=self._json_arrow)
             pieces.append((np.flatnonzero(st == 0), batch, np.zeros(rows, np.bool_)))
         back = np.flatnonzero(st == 2)
