@@ -1326,3 +1326,21 @@ def test_scanner_equals_the_pure_python_path_nested(docs):
     if typed._jsonscan is None:
         pytest.skip("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     assert_same(NESTED, docs)
+
+
+def test_scanner_long_arrays_and_records_that_fall_back_after_them(scanner):
+    """Array columns grow past their first allocation (one slot a record), and a record that
+    falls back at its end leaves no element of its arrays behind."""
+    s = schema(("a", LongType()), ("t", ArrayType(StringType())), ("o", ArrayType(fields_of(("i", LongType())))))
+    docs = []
+    for r in range(24):
+        tags = [f"tag{r}-{k}" if k % 5 else None for k in range(40 + r)]
+        objs = [{"i": k} if k % 3 else {} for k in range(12)]
+        doc = json.dumps({"a": r, "t": tags, "o": objs})
+        docs.append(doc[:-1] + ',"o":[{"i":7}]}' if r % 7 == 3 else doc)  # given twice: Python's
+    assert_same(s, [d.encode() for d in docs])
+    native, _ = pair(s)
+    rows = native.decode(values(*docs), {}).to_pylist()
+    assert native._scan_fallbacks == len([r for r in range(24) if r % 7 == 3])
+    assert rows[5]["t"][:3] == [None, "tag5-1", "tag5-2"] and len(rows[5]["t"]) == 45
+    assert rows[3]["o"] == [{"i": 7}] and rows[23]["o"][:3] == [{"i": None}, {"i": 1}, {"i": 2}]
