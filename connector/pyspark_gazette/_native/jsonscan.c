@@ -94,7 +94,6 @@ struct Col {
     int nkids;
     int *table; /* open addressing over field names: index + 1, 0 empty */
     int tmask;
-    int expect; /* the field expected next (objects usually repeat their key order) */
 };
 
 typedef struct {
@@ -829,16 +828,14 @@ static const u8 *nested_value(Scan *S, Col *c, const u8 *p, const u8 *end, int d
     }
 }
 
-static Col *find_field(Col *st, const u8 *k, Py_ssize_t len) {
+/* The index of st's field named k, or -1. */
+static int find_field(const Col *st, const u8 *k, Py_ssize_t len) {
     uint32_t h = hash_bytes(k, len) & (uint32_t)st->tmask;
     for (;;) {
         int i = st->table[h];
-        if (!i) return NULL;
-        Col *c = &st->kids[i - 1];
-        if (c->name_len == len && memcmp(c->name, k, (size_t)len) == 0) {
-            st->expect = i;
-            return c;
-        }
+        if (!i) return -1;
+        const Col *c = &st->kids[i - 1];
+        if (c->name_len == len && memcmp(c->name, k, (size_t)len) == 0) return i - 1;
         h = (h + 1) & (uint32_t)st->tmask;
     }
 }
@@ -847,23 +844,25 @@ static Col *find_field(Col *st, const u8 *k, Py_ssize_t len) {
  * or a struct field's slot), the others skipped; members' values are at `depth`. Returns the
  * position after the "}", or NULL (not certain). */
 static const u8 *scan_object(Scan *S, Col *st, const u8 *p, const u8 *end, int depth) {
-    for (int i = 0; i < st->nkids; i++) st->kids[i].state = 0;
-    st->expect = 0;
+    Col *const kids = st->kids;
+    const int nkids = st->nkids;
+    int expect = 0; /* the field expected next (objects usually repeat their key order) */
+    for (int i = 0; i < nkids; i++) kids[i].state = 0;
     p = skip_ws(p, end);
     if (p < end && *p == '}') return p + 1;
     for (;;) {
         if (p >= end || *p != '"') return NULL;
         const u8 *k = ++p;
         Col *c = NULL;
-        if (st->expect < st->nkids) { /* the usual case: the key the last object had here */
-            Col *e = &st->kids[st->expect];
+        if (expect < nkids) { /* the usual case: the key the last object had here */
+            Col *e = &kids[expect];
             uint64_t w = 0;
             if (e->mask8 && end - k >= 8) memcpy(&w, k, 8);
             if (e->mask8 && end - k >= 8 ? (w & e->mask8) == e->key8
                                          : (e->plain && end - k > e->name_len && k[e->name_len] == '"' &&
                                             memcmp(k, e->name, (size_t)e->name_len) == 0)) {
                 c = e;
-                st->expect++;
+                expect++;
                 p = k + e->name_len;
                 goto key_done;
             }
@@ -876,7 +875,11 @@ static const u8 *scan_object(Scan *S, Col *st, const u8 *p, const u8 *end, int d
             p += n;
         }
         if (p >= end || *p != '"') return NULL; /* escapes in keys: Python's */
-        c = find_field(st, k, p - k);
+        int f = find_field(st, k, p - k);
+        if (f >= 0) {
+            c = &kids[f];
+            expect = f + 1;
+        }
     key_done:
         p = skip_ws(p + 1, end);
         if (p >= end || *p != ':') return NULL;
@@ -913,8 +916,9 @@ static int scan_record(Scan *S, const u8 *p, const u8 *end) {
     p = scan_object(S, root, p + 1, end, 0);
     /* Content after the value is ignored, but the record must be UTF-8 (Python decodes it). */
     if (!p || !utf8_valid(p, end)) goto fallback;
-    for (int i = 0; i < root->nkids; i++) {
-        if (!commit(S, &root->kids[i])) goto fallback;
+    Col *const kids = root->kids;
+    for (int i = 0, n = root->nkids; i < n; i++) {
+        if (!commit(S, &kids[i])) goto fallback;
     }
     for (Py_ssize_t i = 0; i < S->nmarked; i++) {
         Col *c = S->marked[i];
