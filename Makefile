@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-cluster test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -157,6 +157,11 @@ test: $(STAMP) $(GAZETTE_IF_GO) $(EMULATORS_IF_TOOLS)  ## run every test tier (u
 
 test-cluster: $(STAMP)  ## only the cluster tier (a standalone Spark cluster; needs root for network namespaces)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests/cluster
+
+# The executors' virtualenv of the cluster tier (.cluster-python/): the tier makes it when it starts;
+# CI makes it ahead, in the background of its set-up.
+cluster-python: $(STAMP)  ## only the cluster tier's executor virtualenv
+	cd tests && $(abspath $(PY)) -m cluster.standalone
 
 # The oldest PySpark pyproject.toml allows (pyspark>=4.2), in a venv of its own, for a smoke
 # subset of the Spark tests (tests/unit/test_packaging.py keeps it equal to the lower bound).

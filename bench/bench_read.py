@@ -28,6 +28,9 @@ interleaved and best of ``--rounds``, on a local[2] Spark:
   (p) driver planning of a journal of ``--fragments`` fragments (files written straight into
       the store and picked up by the broker's store listing), goal < 2 s;
   (n) with (b): a schema of 2 of the fields (same query shape) vs the full schema, goal >= 1.5x;
+  (g) with (b): the typed read again with its workers' garbage collector left alone
+      (``gazette_unfrozen``: ``PYSPARK_GAZETTE_FREEZE_IMPORTS=0``, so pyspark's daemon collects
+      every imported object after each task; see pyspark_gazette.spark.worker_gc), same session;
   (m) peak RSS of each Python worker during one typed read (b) and one raw read (a), sampled
       from /proc every 20 ms (workers reused between queries are re-measured from their RSS at
       the query's start), goal: typed within 2x of raw.
@@ -296,10 +299,14 @@ def main() -> int:
 
             floors.register(spark)
             pure = floors.register_pure_python(spark)  # the same source, C JSON scanner off
+            unfrozen = floors.register_unfrozen(spark)  # the same source, its workers' collector left alone
 
             def gz_pure(**opts):
                 r = gz(**opts)
                 return r.format(pure)
+
+            def gz_unfrozen(**opts):
+                return gz(**opts).format(unfrozen)
 
             def read_opts(**extra):
                 return ReadOptions.parse(
@@ -350,6 +357,7 @@ def main() -> int:
                 "a: spark.read.text": lambda: spark.read.text(flat).agg(F.sum(F.length("value"))).collect(),
                 "b: gazette typed": lambda: typed_query(gz(endingOffsets=end)),
                 "b: gazette typed, no C": lambda: typed_query(gz_pure(endingOffsets=end)),
+                "g: gazette typed, unfrozen": lambda: typed_query(gz_unfrozen(endingOffsets=end)),
                 "b: spark.read.json": lambda: (
                     spark.read.schema(schema_ddl)
                     .json(flat)
@@ -390,6 +398,7 @@ def main() -> int:
             groups = set(args.cases) | ({"a"} if "f" in args.cases or "s" in args.cases else set())
             groups |= {"b"} if "f" in args.cases or "n" in args.cases or "m" in args.cases else set()
             groups |= {"a"} if "m" in args.cases else set()
+            groups |= {"b"} if "g" in args.cases else set()
             cases = {
                 k: v
                 for k, v in cases.items()
@@ -402,6 +411,8 @@ def main() -> int:
                 typed = [tuple(r) for r in cases["b: gazette typed"]()]
                 assert typed == [tuple(r) for r in cases["b: spark.read.json"]()]
                 assert typed == [tuple(r) for r in cases["b: gazette typed, no C"]()]
+            if "g" in groups:
+                assert [tuple(r) for r in cases["g: gazette typed, unfrozen"]()] == typed
             if "c" in groups:
                 assert cases["c: direct reads"]()[0][0] == cases["c: through broker"]()[0][0]
             if "f" in groups:
@@ -438,6 +449,11 @@ def main() -> int:
                 if v:
                     jvm, workers, own = min(v, key=sum)
                     print(f"  {name:22s} {jvm:6.2f} + {workers:5.2f} + {own:5.2f} = {jvm + workers + own:6.2f} CPU-s")
+            if "g" in groups:
+                print(
+                    "  (g') CPU seconds of the typed read, imports frozen vs collected after every task: "
+                    f"{cpu_best['b: gazette typed']:.2f} vs {cpu_best['g: gazette typed, unfrozen']:.2f}"
+                )
             if "b" in groups and "f" in args.cases:
                 print(
                     "  (f'') typed vs the typed floor in CPU seconds: "
@@ -454,6 +470,7 @@ def main() -> int:
                 ("f", "f: typed reads vs the typed floor", "f: floor typed", "b: gazette typed", 0.9),
                 ("f", "f: typed, no C scanner, vs the floor", "f: floor typed", "b: gazette typed, no C", 0.9),
                 ("b", "b: typed, C scanner vs without", "b: gazette typed, no C", "b: gazette typed", 1.0),
+                ("g", "g: typed, frozen vs collected", "g: gazette typed, unfrozen", "b: gazette typed", 1.0),
                 ("f", "f: floor, 8x batches vs floor", "f: floor raw", "f: floor raw x8 batch", 1.0),
                 ("s", "s: value only vs three columns", "a: gazette value", "s: gazette value only", 1.0),
                 (

@@ -33,6 +33,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.spark.read.typed import NATIVE_ENV
 from pyspark_gazette.spark.source import GazetteDataSource
+from pyspark_gazette.spark.worker_gc import FREEZE_ENV
 
 
 def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
@@ -124,18 +125,30 @@ def register(spark) -> None:  # type: ignore[no-untyped-def]
     spark.dataSource.register(DiscardDataSource)
 
 
+def _register_with_env(spark, source, name: str, value: str) -> str:  # type: ignore[no-untyped-def]
+    """Register ``source`` with ``name=value`` in its Python workers' environment: a source's
+    environment is the SparkContext's at registration, and workers with another environment
+    are other processes. So one Spark session compares the same read two ways."""
+    env = spark.sparkContext.environment
+    env[name] = value
+    try:
+        spark.dataSource.register(source)
+    finally:
+        del env[name]
+    return source.name()
+
+
 def register_pure_python(spark) -> str:  # type: ignore[no-untyped-def]
     """The gazette source again as ``gazette_purepython``, whose Python workers run with the C
-    JSON scanner turned off (``PYSPARK_GAZETTE_NATIVE_JSON=0``): a source's environment is the
-    SparkContext's at registration, and workers with another environment are other processes.
-    So one Spark session compares typed reads with and without the scanner. Returns the name."""
-    env = spark.sparkContext.environment
-    env[NATIVE_ENV] = "0"
-    try:
-        spark.dataSource.register(GazettePurePython)
-    finally:
-        del env[NATIVE_ENV]
-    return GazettePurePython.name()
+    JSON scanner turned off (``PYSPARK_GAZETTE_NATIVE_JSON=0``). Returns the name."""
+    return _register_with_env(spark, GazettePurePython, NATIVE_ENV, "0")
+
+
+def register_unfrozen(spark) -> str:  # type: ignore[no-untyped-def]
+    """The gazette source again as ``gazette_unfrozen``, whose Python workers leave the garbage
+    collector alone (``PYSPARK_GAZETTE_FREEZE_IMPORTS=0``: pyspark's daemon then collects
+    every object of the imports after each task). Returns the name."""
+    return _register_with_env(spark, GazetteUnfrozen, FREEZE_ENV, "0")
 
 
 class GazettePurePython(GazetteDataSource):
@@ -144,3 +157,11 @@ class GazettePurePython(GazetteDataSource):
     @classmethod
     def name(cls) -> str:
         return "gazette_purepython"
+
+
+class GazetteUnfrozen(GazetteDataSource):
+    """The gazette source under another name (see :func:`register_unfrozen`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "gazette_unfrozen"

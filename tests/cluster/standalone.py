@@ -50,12 +50,14 @@ def _requirements_key() -> str:
 
 
 def executor_python(cache: pathlib.Path | None = None, log: Callable[[str], None] = print) -> str:
-    """The Python executors run: a virtualenv with a wheel of this checkout pip-installed.
+    """The Python executors run: a virtualenv with a wheel of this checkout installed.
 
     The virtualenv lives in ``.cluster-python/`` of the checkout (``cache``) and is made once per
-    dependency set (the first time takes about a minute: pyspark and friends come from pip's
-    cache or index); every call rebuilds the wheel from the working tree and reinstalls it, so
-    executors run the code under test. Returns the interpreter's path.
+    dependency set (pyspark and friends come from the installer's cache or index: with pip the
+    first time takes minutes, with uv, when the dev venv has it next to its Python, seconds
+    from a warm cache); every call rebuilds the wheel from the working tree and reinstalls it,
+    so executors run the code under test. CI makes it ahead, while other set-up runs
+    (``make cluster-python``). Returns the interpreter's path.
     """
     cache = cache or ROOT / ".cluster-python"
     cache.mkdir(exist_ok=True)
@@ -91,15 +93,34 @@ def executor_python(cache: pathlib.Path | None = None, log: Callable[[str], None
             subprocess.run(["rm", "-rf", str(venv)], check=True)
             base = getattr(sys, "_base_executable", sys.executable)
             subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
-            pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-            subprocess.run([*pip, str(wheel)], check=True, capture_output=True, timeout=900)
+            subprocess.run([*_installer(python), str(wheel)], check=True, capture_output=True, timeout=900)
             stamp.write_text(key)
         else:
-            pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
             subprocess.run(
-                [*pip, "--no-deps", "--force-reinstall", str(wheel)], check=True, capture_output=True, timeout=300
+                [*_installer(python), "--no-deps", "--reinstall" if _uv() else "--force-reinstall", str(wheel)],
+                check=True,
+                capture_output=True,
+                timeout=300,
             )
     return str(python)
+
+
+def _uv() -> str | None:
+    """uv beside this Python (the dev venv installs it: see the Makefile), if any."""
+    uv = pathlib.Path(sys.executable).parent / "uv"
+    return str(uv) if uv.exists() else None
+
+
+def _installer(python: pathlib.Path) -> list[str]:
+    """``pip install`` into the virtualenv of ``python``: uv's when there is one, else pip's."""
+    uv = _uv()
+    if uv:
+        return [uv, "pip", "install", "-q", "--python", str(python)]
+    return [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+
+
+if __name__ == "__main__":  # `make cluster-python`: python -m cluster.standalone, from tests/
+    print(executor_python())
 
 
 # -- processes -------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from pyspark_gazette.spark.read.infer import infer_schema
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
 from pyspark_gazette.spark.surface import plain
+from pyspark_gazette.spark.worker_gc import settle
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.stream import GazetteStreamWriter, stream_write_options
 
@@ -57,6 +58,10 @@ NO_OPTIONS = (
 
 class GazetteDataSource(DataSource):
     """Gazette journals as a Spark data source: batch and streaming reads, batch writes."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        settle()  # Spark's first entry in the worker that creates the source (see worker_gc)
+        super().__init__(options)
 
     @classmethod
     def name(cls) -> str:

@@ -9,6 +9,9 @@ So the connector keeps that text short: :func:`plain` re-raises a
 frames below it and without its chained causes (their text is already in our message), so our
 sentence is the last line of the Python part, right before Spark's ``SQLSTATE`` suffix.
 Anything else (a bug) keeps its whole traceback.
+
+Every entry point Spark calls goes through :func:`plain`, so it is also where a reused Python
+worker settles its garbage collector (:func:`~pyspark_gazette.spark.worker_gc.settle`).
 """
 
 from __future__ import annotations
@@ -19,17 +22,19 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pyspark_gazette.errors import GazetteError
+from pyspark_gazette.spark.worker_gc import settle
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def plain(fn: _F) -> _F:
     """``fn`` (a function or a generator function) raising our errors without their frames below
-    it or their causes."""
+    it or their causes; each call first runs :func:`~pyspark_gazette.spark.worker_gc.settle`."""
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def gen(*args: Any, **kwargs: Any) -> Any:
+            settle()
             try:
                 yield from fn(*args, **kwargs)
             except GazetteError as e:
@@ -39,6 +44,7 @@ def plain(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
+        settle()
         try:
             return fn(*args, **kwargs)
         except GazetteError as e:
