@@ -73,7 +73,7 @@ def committed_batches(checkpoint):
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.exists() else []
 
 
-def run_child(script, broker, checkpoint, env, *, wait_for=None, deadline=120.0):
+def run_child(script, broker, checkpoint, env, *, wait_for=None, deadline=300.0):
     """Start the query; with ``wait_for`` (a predicate), SIGKILL its process group once the
     predicate holds. Returns True if it was killed, False if the query finished first."""
     proc = subprocess.Popen(
@@ -109,7 +109,7 @@ def run_child(script, broker, checkpoint, env, *, wait_for=None, deadline=120.0)
 
 @pytest.mark.slow
 @pytest.mark.both_brokers
-@pytest.mark.timeout(1200)  # each killed run starts a Spark JVM: minutes on a loaded 2-core machine
+@pytest.mark.timeout(2400)  # each killed run starts a Spark JVM: minutes on a loaded 2-core machine
 def test_sigkill_anywhere_keeps_the_sink_exactly_once(broker, client, create_journal, tmp_path):
     create_journal("chaos/a", length=1024)
     create_journal("chaos/b")
