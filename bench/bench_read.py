@@ -31,6 +31,8 @@ interleaved and best of ``--rounds``, on a local[2] Spark:
   (g) with (b): the typed read again with its workers' garbage collector left alone
       (``gazette_unfrozen``: ``PYSPARK_GAZETTE_FREEZE_IMPORTS=0``, so pyspark's daemon collects
       every imported object after each task; see pyspark_gazette.spark.worker_gc), same session;
+  (z) with (b): the typed read with parse units (``PYSPARK_GAZETTE_TYPED_PARSE_BYTES``, also the
+      Arrow batches Spark receives) of 1, 4 and 32 MiB against the default 8, same session;
   (m) peak RSS of each Python worker during one typed read (b) and one raw read (a), sampled
       from /proc every 20 ms (workers reused between queries are re-measured from their RSS at
       the query's start), goal: typed within 2x of raw.
@@ -300,6 +302,7 @@ def main() -> int:
             floors.register(spark)
             pure = floors.register_pure_python(spark)  # the same source, C JSON scanner off
             unfrozen = floors.register_unfrozen(spark)  # the same source, its workers' collector left alone
+            units = floors.register_parse_units(spark) if "z" in args.cases else {}
 
             def gz_pure(**opts):
                 r = gz(**opts)
@@ -358,6 +361,10 @@ def main() -> int:
                 "b: gazette typed": lambda: typed_query(gz(endingOffsets=end)),
                 "b: gazette typed, no C": lambda: typed_query(gz_pure(endingOffsets=end)),
                 "g: gazette typed, unfrozen": lambda: typed_query(gz_unfrozen(endingOffsets=end)),
+                **{
+                    f"z: typed, {mib} MiB units": (lambda name=name: typed_query(gz(endingOffsets=end).format(name)))
+                    for mib, name in units.items()
+                },
                 "b: spark.read.json": lambda: (
                     spark.read.schema(schema_ddl)
                     .json(flat)
@@ -398,7 +405,7 @@ def main() -> int:
             groups = set(args.cases) | ({"a"} if "f" in args.cases or "s" in args.cases else set())
             groups |= {"b"} if "f" in args.cases or "n" in args.cases or "m" in args.cases else set()
             groups |= {"a"} if "m" in args.cases else set()
-            groups |= {"b"} if "g" in args.cases else set()
+            groups |= {"b"} if "g" in args.cases or "z" in args.cases else set()
             cases = {
                 k: v
                 for k, v in cases.items()
@@ -413,6 +420,8 @@ def main() -> int:
                 assert typed == [tuple(r) for r in cases["b: gazette typed, no C"]()]
             if "g" in groups:
                 assert [tuple(r) for r in cases["g: gazette typed, unfrozen"]()] == typed
+            for name in (k for k in cases if k.startswith("z: ")):
+                assert [tuple(r) for r in cases[name]()] == typed
             if "c" in groups:
                 assert cases["c: direct reads"]()[0][0] == cases["c: through broker"]()[0][0]
             if "f" in groups:
@@ -449,6 +458,14 @@ def main() -> int:
                 if v:
                     jvm, workers, own = min(v, key=sum)
                     print(f"  {name:22s} {jvm:6.2f} + {workers:5.2f} + {own:5.2f} = {jvm + workers + own:6.2f} CPU-s")
+            if "z" in groups:
+                default_mib = int(os.environ.get("PYSPARK_GAZETTE_TYPED_PARSE_BYTES") or 8 << 20) >> 20
+                sweep = {default_mib: (best["b: gazette typed"], cpu_best["b: gazette typed"])}
+                sweep |= {m: (best[f"z: typed, {m} MiB units"], cpu_best[f"z: typed, {m} MiB units"]) for m in units}
+                print(
+                    "  (z) typed read by parse unit (= Arrow batch to Spark): "
+                    + ", ".join(f"{m} MiB {w:.2f} s / {c:.2f} CPU-s" for m, (w, c) in sorted(sweep.items()))
+                )
             if "g" in groups:
                 print(
                     "  (g') CPU seconds of the typed read, imports frozen vs collected after every task: "

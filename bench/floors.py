@@ -151,6 +151,38 @@ def register_unfrozen(spark) -> str:  # type: ignore[no-untyped-def]
     return _register_with_env(spark, GazetteUnfrozen, FREEZE_ENV, "0")
 
 
+#: (z): the typed parse unit (``PYSPARK_GAZETTE_TYPED_PARSE_BYTES``; also the size of the Arrow
+#: batches handed to Spark), MiB -> the source registered with it.
+PARSE_UNITS_MIB = (1, 4, 32)
+
+
+def register_parse_units(spark) -> dict[int, str]:  # type: ignore[no-untyped-def]
+    """The gazette source again once per :data:`PARSE_UNITS_MIB`, as ``gazette_parse<N>m`` with
+    ``PYSPARK_GAZETTE_TYPED_PARSE_BYTES`` set in its workers. Returns MiB -> name."""
+    return {
+        mib: _register_with_env(spark, cls, "PYSPARK_GAZETTE_TYPED_PARSE_BYTES", str(mib << 20))
+        for mib, cls in zip(PARSE_UNITS_MIB, (GazetteParse1M, GazetteParse4M, GazetteParse32M), strict=True)
+    }
+
+
+class GazetteParse1M(GazetteDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "gazette_parse1m"
+
+
+class GazetteParse4M(GazetteDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "gazette_parse4m"
+
+
+class GazetteParse32M(GazetteDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "gazette_parse32m"
+
+
 class GazettePurePython(GazetteDataSource):
     """The gazette source under another name (see :func:`register_pure_python`)."""
 
