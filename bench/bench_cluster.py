@@ -17,6 +17,11 @@ on one worker) and on one with two (an executor on each worker), interleaved, be
   raw:   ``sum(length(value))`` over every message;
   typed: the same journal with a schema, ``groupBy(country).agg(sum(amount))``.
 
+With ``--plan`` (and e.g. ``--fragment-mib 8``), only the typed query, on two executors,
+planned two ways with ``maxPartitionBytes`` at its default: by the driver machine's cores (the
+default since session 8) and with ``minPartitions=1`` (one partition packed up to
+``maxPartitionBytes``, the plan before): whether both executors get work.
+
 Printed: MB/s and the scaling ratio (one-executor time / two-executor time; 2.0 is linear), and
 where the CPU went during the best round: seconds of CPU of each host's executor JVM and Python
 workers (from /proc, process trees of the worker daemons), of the driver JVM, and of this
@@ -81,6 +86,13 @@ def main() -> int:
     p.add_argument("--mib", type=int, default=128, help="uncompressed MiB of ndjson (default %(default)s)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--fragment-mib", type=int, default=4, help="fragment length (and partition size)")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="instead: the typed query on two executors planned by the default (bytes per core) "
+        "against minPartitions=1 (one packed partition, the plan before session 8), "
+        "maxPartitionBytes left at its default",
+    )
     args = p.parse_args()
 
     from cluster import netns, standalone
@@ -127,7 +139,7 @@ def main() -> int:
             cpu: dict[tuple[str, int], dict[str, float]] = {}
             try:
                 for rnd in range(args.rounds):
-                    for cores in (1, 2):
+                    for cores in (2,) if args.plan else (1, 2):
                         spark = (
                             SparkSession.builder.master(cluster.master_url)
                             .appName(f"bench-cluster-{cores}")
@@ -148,15 +160,27 @@ def main() -> int:
                             time.sleep(0.2)
                         jvm = spark.sparkContext._gateway.proc.pid if spark.sparkContext._gateway.proc else None
 
-                        def gz(spark=spark):
-                            return (
+                        def gz(spark=spark, **opts):
+                            r = (
                                 spark.read.format("gazette")
                                 .option("broker.address", broker.address)
                                 .option("store.fileRoot", str(store))
-                                .option("maxPartitionBytes", str(args.fragment_mib << 20))
                                 .option("endingOffsets", ending)
                             )
+                            if not args.plan:
+                                r = r.option("maxPartitionBytes", str(args.fragment_mib << 20))
+                            for k, v in opts.items():
+                                r = r.option(k, v)
+                            return r
 
+                        def typed(**opts):
+                            df = gz(**opts).schema(SCHEMA).load("bench/events")
+                            return df.groupBy("country").agg(F.sum("amount")).collect()
+
+                        if args.plan:
+                            for label, opts in (("by cores", {}), ("minPartitions=1", {"minPartitions": "1"})):
+                                n = gz(**opts).schema(SCHEMA).load("bench/events").rdd.getNumPartitions()
+                                print(f"plan {label}: {n} partition(s)")
                         cases = {
                             "raw": lambda: gz().load("bench/events").agg(F.sum(F.length("value"))).collect(),
                             "typed": lambda: (
@@ -168,14 +192,19 @@ def main() -> int:
                                 .collect()
                             ),
                         }
-                        cases["raw"]()  # warm-up: Python workers started, imports done
+                        if args.plan:
+                            cases = {
+                                "typed, by cores": lambda: typed(),
+                                "typed, minPartitions=1": lambda: typed(minPartitions="1"),
+                            }
+                        next(iter(cases.values()))()  # warm-up: Python workers started, imports done
                         for name, fn in cases.items():
                             before = cpu_snapshot(cluster, jvm)
                             t = time.perf_counter()
                             fn()
                             elapsed = time.perf_counter() - t
                             after = cpu_snapshot(cluster, jvm)
-                            print(f"round {rnd + 1} {name:5} {cores} executor(s): {elapsed:6.2f}s")
+                            print(f"round {rnd + 1} {name:5} {cores} executor(s): {elapsed:6.2f}s", flush=True)
                             if elapsed < best.get((name, cores), float("inf")):
                                 best[(name, cores)] = elapsed
                                 cpu[(name, cores)] = {k: after[k] - before.get(k, 0.0) for k in after}
@@ -183,11 +212,18 @@ def main() -> int:
             finally:
                 cluster.stop()
             print()
-            print("| query | 1 executor MB/s | 2 executors MB/s | scaling (t1 / t2) |")
-            print("|---|---|---|---|")
-            for name in ("raw", "typed"):
-                t1, t2 = best[(name, 1)], best[(name, 2)]
-                print(f"| {name} | {end / t1 / 1e6:.1f} | {end / t2 / 1e6:.1f} | {t1 / t2:.2f} |")
+            if args.plan:
+                t_cores, t_one = best[("typed, by cores", 2)], best[("typed, minPartitions=1", 2)]
+                print(
+                    f"two executors, typed: by cores {t_cores:.2f} s, minPartitions=1 {t_one:.2f} s "
+                    f"(ratio {t_one / t_cores:.2f})"
+                )
+            else:
+                print("| query | 1 executor MB/s | 2 executors MB/s | scaling (t1 / t2) |")
+                print("|---|---|---|---|")
+                for name in ("raw", "typed"):
+                    t1, t2 = best[(name, 1)], best[(name, 2)]
+                    print(f"| {name} | {end / t1 / 1e6:.1f} | {end / t2 / 1e6:.1f} | {t1 / t2:.2f} |")
             print()
             print("CPU seconds during the best round (wall time in the last column):")
             keys = sorted({k for c in cpu.values() for k in c})
