@@ -129,12 +129,13 @@ EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN)
 # network, and pyspark would reuse that JVM for the local sessions of the other tiers.
 #
 # Everything but the cluster tier runs in TEST_WORKERS processes (pytest-xdist), a test file per
-# process at a time: the tests wait on brokers, JVMs and subprocesses much of the time, so more
-# processes than cores keep the cores busy (docs/benchmarks.md, "The test suite's own time": with
-# the tests' JVMs on C1 only, two processes left two cores at a load average of 2-3).
+# process at a time: the tests wait on brokers, JVMs and subprocesses much of the time, so two
+# processes keep two cores busier than one (docs/benchmarks.md, "The test suite's own time"; three
+# were slower in session 9's rehearsal: 35% of the tests done after 23 minutes, against all of
+# them in 25 minutes with two).
 # TEST_WORKERS=0 runs them in this process, one at a time. Tests that load the machine on purpose
 # (CPU burners: EXCLUSIVE) run alone afterwards, so they slow no other test.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 # --no-loadscope-reorder: files start in the order tests/conftest.py sorts them (longest first);
 # by default xdist starts the files with the most tests first, which left the two-test chaos
 # file (~9 min) to the end of the run, one process working and the other idle.
