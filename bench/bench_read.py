@@ -296,7 +296,7 @@ def main() -> int:
             import floors
             from pyspark_gazette.spark.options import ReadOptions
             from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader, read_partition
-            from pyspark_gazette.spark.read.partition_reader import read_batches
+            from pyspark_gazette.spark.read.partition_reader import TYPED_PARSE_BYTES, read_batches
             from pyspark_gazette.spark.source import untyped_schema
 
             floors.register(spark)
@@ -459,7 +459,7 @@ def main() -> int:
                     jvm, workers, own = min(v, key=sum)
                     print(f"  {name:22s} {jvm:6.2f} + {workers:5.2f} + {own:5.2f} = {jvm + workers + own:6.2f} CPU-s")
             if "z" in groups:
-                default_mib = int(os.environ.get("PYSPARK_GAZETTE_TYPED_PARSE_BYTES") or 8 << 20) >> 20
+                default_mib = TYPED_PARSE_BYTES >> 20  # this process's environment is the workers'
                 sweep = {default_mib: (best["b: gazette typed"], cpu_best["b: gazette typed"])}
                 sweep |= {m: (best[f"z: typed, {m} MiB units"], cpu_best[f"z: typed, {m} MiB units"]) for m in units}
                 print(

@@ -31,6 +31,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pyspark_gazette.spark.read.partition_reader import TYPED_PARSE_ENV
 from pyspark_gazette.spark.read.typed import NATIVE_ENV
 from pyspark_gazette.spark.source import GazetteDataSource
 from pyspark_gazette.spark.worker_gc import FREEZE_ENV
@@ -160,40 +161,24 @@ def register_parse_units(spark) -> dict[int, str]:  # type: ignore[no-untyped-de
     """The gazette source again once per :data:`PARSE_UNITS_MIB`, as ``gazette_parse<N>m`` with
     ``PYSPARK_GAZETTE_TYPED_PARSE_BYTES`` set in its workers. Returns MiB -> name."""
     return {
-        mib: _register_with_env(spark, cls, "PYSPARK_GAZETTE_TYPED_PARSE_BYTES", str(mib << 20))
+        mib: _register_with_env(spark, cls, TYPED_PARSE_ENV, str(mib << 20))
         for mib, cls in zip(PARSE_UNITS_MIB, (GazetteParse1M, GazetteParse4M, GazetteParse32M), strict=True)
     }
 
 
-class GazetteParse1M(GazetteDataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "gazette_parse1m"
+def _renamed(cls_name: str, source_name: str) -> type[GazetteDataSource]:
+    """The gazette source under another name, as a class of this module (so Spark's workers
+    import it by reference, like the source itself)."""
+
+    def name(cls) -> str:  # type: ignore[no-untyped-def]
+        return source_name
+
+    doc = f"The gazette source registered as ``{source_name}`` (see the ``register_*`` functions)."
+    return type(cls_name, (GazetteDataSource,), {"name": classmethod(name), "__module__": __name__, "__doc__": doc})
 
 
-class GazetteParse4M(GazetteDataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "gazette_parse4m"
-
-
-class GazetteParse32M(GazetteDataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "gazette_parse32m"
-
-
-class GazettePurePython(GazetteDataSource):
-    """The gazette source under another name (see :func:`register_pure_python`)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "gazette_purepython"
-
-
-class GazetteUnfrozen(GazetteDataSource):
-    """The gazette source under another name (see :func:`register_unfrozen`)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "gazette_unfrozen"
+GazetteParse1M = _renamed("GazetteParse1M", "gazette_parse1m")
+GazetteParse4M = _renamed("GazetteParse4M", "gazette_parse4m")
+GazetteParse32M = _renamed("GazetteParse32M", "gazette_parse32m")
+GazettePurePython = _renamed("GazettePurePython", "gazette_purepython")
+GazetteUnfrozen = _renamed("GazetteUnfrozen", "gazette_unfrozen")

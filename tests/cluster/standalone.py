@@ -88,16 +88,18 @@ def executor_python(cache: pathlib.Path | None = None, log: Callable[[str], None
         (wheel,) = wheels.glob("pyspark_gazette-*.whl")
         key = _requirements_key()
         fresh = not python.exists() or not stamp.exists() or stamp.read_text() != key
+        uv = _uv()
+        install = _installer(python, uv)
         if fresh:
             log(f"building the executors' virtualenv in {venv} (once per dependency set)")
             subprocess.run(["rm", "-rf", str(venv)], check=True)
             base = getattr(sys, "_base_executable", sys.executable)
             subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
-            subprocess.run([*_installer(python), str(wheel)], check=True, capture_output=True, timeout=900)
+            subprocess.run([*install, str(wheel)], check=True, capture_output=True, timeout=900)
             stamp.write_text(key)
         else:
             subprocess.run(
-                [*_installer(python), "--no-deps", "--reinstall" if _uv() else "--force-reinstall", str(wheel)],
+                [*install, "--no-deps", "--reinstall" if uv else "--force-reinstall", str(wheel)],
                 check=True,
                 capture_output=True,
                 timeout=300,
@@ -111,9 +113,8 @@ def _uv() -> str | None:
     return str(uv) if uv.exists() else None
 
 
-def _installer(python: pathlib.Path) -> list[str]:
+def _installer(python: pathlib.Path, uv: str | None) -> list[str]:
     """``pip install`` into the virtualenv of ``python``: uv's when there is one, else pip's."""
-    uv = _uv()
     if uv:
         return [uv, "pip", "install", "-q", "--python", str(python)]
     return [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]

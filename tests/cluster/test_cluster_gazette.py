@@ -76,8 +76,11 @@ def test_read_and_write_against_real_gazette(spark, gazette, s3, network):
     with gazette.client(direct_reads=False) as client:
         persisted_after = [f for f in client.list_fragments("real/clicks") if f.spec.backing_store]
     read_from_s3 = {path for _, path in gets}
-    assert {prefix + FragmentRef.from_proto(f.spec).content_path for f in persisted} <= read_from_s3  # every one ...
-    assert read_from_s3 <= {prefix + FragmentRef.from_proto(f.spec).content_path for f in persisted_after}
+
+    def paths(listed):
+        return {prefix + FragmentRef.from_proto(f.spec).content_path for f in listed}
+
+    assert paths(persisted) <= read_from_s3 <= paths(persisted_after)  # every persisted fragment read from S3 ...
     assert set(Counter(addr for addr, _ in gets)) == set(network.addresses.values())  # ... by both worker hosts
 
     typed = (

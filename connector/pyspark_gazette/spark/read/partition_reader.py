@@ -27,7 +27,8 @@ from pyspark_gazette.spark.read.segments import Messages, partition_messages
 #: less per byte on larger batches (docs/benchmarks.md, "Typed reads"). The environment
 #: variable ``PYSPARK_GAZETTE_TYPED_PARSE_BYTES`` (read by each Python worker) overrides it for
 #: benchmarks.
-TYPED_PARSE_BYTES = int(os.environ.get("PYSPARK_GAZETTE_TYPED_PARSE_BYTES") or 8 << 20)
+TYPED_PARSE_ENV = "PYSPARK_GAZETTE_TYPED_PARSE_BYTES"
+TYPED_PARSE_BYTES = int(os.environ.get(TYPED_PARSE_ENV) or 8 << 20)
 
 
 def read_batches(
