@@ -9,8 +9,10 @@ batch holding its committing message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import threading
 
 import pyarrow as pa
 from hypothesis import example, given, settings
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 
 from pyspark_gazette.message import NDJSON, Flags, TransactionalPublisher, build_uuid, set_uuid_at
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read import scan_ahead
 from pyspark_gazette.spark.read.committed import (
     CommittedFilter,
     CommittedStreamPartition,
@@ -31,6 +34,7 @@ from pyspark_gazette.spark.read.committed import (
     state_of,
 )
 from pyspark_gazette.spark.read.plan import Segment
+from pyspark_gazette.spark.read.scan_ahead import ScanAhead
 from pyspark_gazette.spark.read.segments import Messages
 from pyspark_gazette.spark.read.uuid_columns import uuid_columns
 
@@ -302,3 +306,118 @@ def test_the_fast_filter_reports_what_the_sequencer_reports(caplog):
         assert emitted(FastWindow(part, OPTS), lines[:2]) == [1]
     (record,) = caplog.records
     assert "discards a pending" in record.getMessage() and f"[{odd}, " in record.getMessage()
+
+
+# -- the driver's scan of the next batch, ahead of time (spark/read/scan_ahead.py) ------------
+
+
+@contextlib.contextmanager
+def inline_scans(*, run: bool = True):
+    """Scans ahead run at once in the caller's thread (``run``), or are never started."""
+    original = scan_ahead._submit
+    scan_ahead._submit = (lambda scan: scan._run()) if run else (lambda scan: None)
+    try:
+        yield
+    finally:
+        scan_ahead._submit = original
+
+
+def ended(piece) -> Messages:
+    """A piece as the executor's decoder gives it: ``end`` just past its last message."""
+    last_offset, last_line = piece[-1]
+    m = messages(piece)
+    return Messages(m.offsets, m.values, 0, last_offset + len(last_line) + 1)
+
+
+def served(lines, piece_cuts, calls=None):
+    """``pieces(begin, end)`` over ``lines``: the messages beginning in ``[begin, end)``, cut into pieces."""
+
+    def pieces(begin, end):
+        if calls is not None:
+            calls.append((begin, end))
+        batch = [m for m in lines if begin <= m[0] < end]
+        for piece in pieces_of(batch, piece_cuts):
+            yield ended(piece)
+
+    return pieces
+
+
+def full_scan(lines, origin, end):
+    """What :func:`scan_state` computes for the batch ``[origin, end)``."""
+    states = _restored(state_of(origin))
+    batch = [m for m in lines if offset_of(origin) <= m[0] < end]
+    if batch:
+        m = messages(batch)
+        advance(states, *uuid_columns(m.values, NDJSON, OPTS.uuid_pointer), m.offsets.to_numpy())
+    return entry(end, _pruned(states))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=OPS,
+    at=st.integers(0, 4000),
+    ahead=st.integers(0, 4000),
+    end=st.integers(0, 8000),
+    piece_cuts=st.lists(st.integers(0, 40), max_size=4),
+)
+def test_a_scan_ahead_resumed_anywhere_gives_the_full_scans_state(ops, at, ahead, end, piece_cuts):
+    """Whatever the next batch's end (before, at or past where the scan ahead stopped, inside a
+    message or not) and however the pieces fall, the state resumed from the scan ahead is the
+    full scan's, and only what the scan ahead did not read is read again. (Scans run in the
+    caller's thread here; the next test runs them in the module's.)"""
+    lines = journal(ops)
+    head = lines[-1][0] + len(lines[-1][1]) + 1 if lines else 0
+    at, end = min(at, head), min(end, head)
+    origin = full_scan(lines, entry(0, ()), at)
+    until = min(head, at + ahead)
+    with inline_scans():
+        scan = ScanAhead(J, origin, until, served(lines, piece_cuts), NDJSON, OPTS)
+    calls = []
+    end = max(end, at)
+    got = scan.resume(json.loads(json.dumps(origin)), end, served(lines, piece_cuts, calls))
+    assert got == full_scan(lines, origin, end)
+    assert len(calls) <= 1 and all(e == end for _, e in calls)
+    if end >= until:  # only what the scan ahead did not read
+        assert all(b == until for b, _ in calls)
+
+
+def test_a_batch_waits_for_the_running_scan_ahead_and_drops_one_not_started():
+    lines = journal([(0, "c"), (1, "out"), (0, "c"), (1, "out"), (0, "ack"), (1, "out")] * 3)
+    head = lines[-1][0] + len(lines[-1][1]) + 1
+    origin = full_scan(lines, entry(0, ()), lines[2][0])
+    go, started = threading.Event(), threading.Event()
+
+    def slow(begin, end):
+        started.set()
+        go.wait()
+        yield from served(lines, [3, 7])(begin, end)
+
+    scan = ScanAhead(J, origin, head, slow, NDJSON, OPTS)
+    assert started.wait(30)
+    threading.Timer(0.05, go.set).start()  # the batch is planned while the scan reads on
+    calls = []
+    assert scan.resume(origin, lines[10][0], served(lines, [], calls)) == full_scan(lines, origin, lines[10][0])
+    assert not calls or calls[0][0] > lines[2][0]  # resumed past the start, not scanned in full
+
+    with inline_scans(run=False):  # queued behind busy workers: not started when its batch comes
+        idle = ScanAhead(J, origin, head, served(lines, []), NDJSON, OPTS)
+    assert idle.resume(origin, head, served(lines, [])) is None
+
+
+def test_a_scan_ahead_from_another_start_or_that_failed_is_not_used():
+    lines = journal([(0, "c"), (1, "out"), (0, "c"), (1, "out"), (0, "ack"), (1, "out")])
+    head = lines[-1][0] + len(lines[-1][1]) + 1
+    origin = full_scan(lines, entry(0, ()), lines[2][0])
+    with inline_scans():
+        scan = ScanAhead(J, origin, head, served(lines, []), NDJSON, OPTS)
+    other = full_scan(lines, entry(0, ()), lines[1][0])
+    assert scan.resume(other, head, served(lines, [])) is None
+
+    def broken(begin, end):
+        yield ended(lines[2:3])
+        raise OSError("the store went away")
+
+    with inline_scans():
+        scan = ScanAhead(J, origin, head, broken, NDJSON, OPTS)
+    assert scan.resume(origin, head, served(lines, [])) is None
+    assert full_scan(lines, origin, head)["producers"]  # what the caller computes instead

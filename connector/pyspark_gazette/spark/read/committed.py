@@ -20,7 +20,8 @@ its last ACK and the first offset of its open transaction, or -1)::
   batch's end before any task reads, and tasks cannot hand state back): :func:`scan_state`
   reads the same messages the task reads and moves the producer states over their UUIDs
   (:func:`advance`: an ACK sets its producer's state whatever came before, so only the messages
-  after each producer's last ACK are stepped through). Producers last seen more than
+  after each producer's last ACK are stepped through); most of that read is done while the
+  previous batch runs (:mod:`~pyspark_gazette.spark.read.scan_ahead`). Producers last seen more than
   :data:`PRUNE_HORIZON` seconds (of their clocks) before the journal's newest ACK are dropped,
   as Gazette's consumers do.
 * Speed: UUIDs are read as numpy columns
@@ -403,6 +404,25 @@ def advance(states: dict[int, _State], producer, clock, flags, begins) -> None:
             st.begin = -1
 
 
+def advance_messages(states: dict[int, _State], msgs: Messages, framing: Framing, opts: ReadOptions) -> None:
+    """:func:`advance` over one piece of messages, their UUIDs read as columns."""
+    producer, clock, flags = uuid_columns(msgs.values, framing, opts.uuid_pointer, opts.uuid_field)
+    if opts.collection:
+        flags &= TXN_MASK
+    advance(states, producer, clock, flags, msgs.offsets.to_numpy())
+
+
+def copy_states(states: dict[int, _State]) -> dict[int, _State]:
+    """The producers' states as they are now (the driver's states hold no messages)."""
+    return {p: _State(st.min, st.max, st.begin) for p, st in states.items()}
+
+
+def state_pieces(snap: Snapshot, begin: int, end: int, opts: ReadOptions) -> Iterator[Messages]:
+    """The pieces of messages beginning in ``[begin, end)`` as a state scan reads them (a message
+    that begins before ``begin`` is skipped, as the batch starting there skips it)."""
+    yield from partition_messages(committed_partition(snap, entry(begin, ()), end, opts, 0), opts)
+
+
 def scan_state(snap: Snapshot, start, end: int, opts: ReadOptions) -> dict:
     """Driver side: the offset entry of ``end`` with the sequencer's state there, from the batch
     ``[start, end)`` (``start`` an offset entry). Reads what the batch's task reads, UUIDs only,
@@ -410,10 +430,7 @@ def scan_state(snap: Snapshot, start, end: int, opts: ReadOptions) -> dict:
     part = committed_partition(snap, start, end, opts, 0)
     states = _restored(part.producers)
     for msgs in partition_messages(part, opts):
-        producer, clock, flags = uuid_columns(msgs.values, part.framing, opts.uuid_pointer, opts.uuid_field)
-        if opts.collection:
-            flags &= TXN_MASK
-        advance(states, producer, clock, flags, msgs.offsets.to_numpy())
+        advance_messages(states, msgs, part.framing, opts)
     return entry(end, _pruned(states))
 
 

@@ -72,6 +72,7 @@ from pyspark_gazette.spark.read.committed import (
     offset_of,
     read_committed_batches,
     scan_state,
+    state_pieces,
 )
 from pyspark_gazette.spark.read.pack import pack
 from pyspark_gazette.spark.read.plan import (
@@ -83,6 +84,7 @@ from pyspark_gazette.spark.read.plan import (
     start_offset,
     take_snapshot,
 )
+from pyspark_gazette.spark.read.scan_ahead import ScanAhead
 from pyspark_gazette.spark.resolve import resolve_journals
 from pyspark_gazette.spark.surface import plain
 
@@ -94,6 +96,8 @@ SWEEP_THREADS = 32
 _planner_clients: dict = {}
 #: Write-head watchers of the driver-side stream readers (``watchWriteHeads``), by reader token.
 _watchers: dict = {}
+#: Read-committed state scans of the next micro-batch, by (reader token, journal) (scan_ahead.py).
+_scans_ahead: dict = {}
 #: ``watchWriteHeads=auto`` watches the heads of a stream over at least this many journals: from
 #: here a sweep needs more than one window of :data:`~pyspark_gazette.client.heads.SWEEP_WINDOW`
 #: Reads, while the watches cost the brokers one idle stream each (docs/streaming.md).
@@ -349,7 +353,20 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         def scan(journal: str):
             snap = take_snapshot(client, infos[journal], self.opts)
-            return scan_state(snap, origin[journal], offset_of(end[journal]), self.opts)
+            stop = offset_of(end[journal])
+
+            def pieces(begin: int, until: int):
+                return state_pieces(snap, begin, until, self.opts)
+
+            ahead = _scans_ahead.pop((self._token, journal), None)
+            got = ahead.resume(origin[journal], stop, pieces) if ahead is not None else None
+            if got is None:
+                got = scan_state(snap, origin[journal], stop, self.opts)
+            # The next batch most likely reads as many bytes: scan them while this one runs.
+            until = min(snap.write_head, stop + (stop - offset_of(origin[journal])))
+            if until > stop:
+                _scans_ahead[(self._token, journal)] = ScanAhead(journal, got, until, pieces, snap.framing, self.opts)
+            return got
 
         out = dict(end)
         out.update(sweep(scan, moved))
@@ -456,6 +473,10 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
     def stop(self) -> None:
+        for key in [k for k in _scans_ahead if k[0] == self._token]:
+            ahead = _scans_ahead.pop(key, None)
+            if ahead is not None:
+                ahead.cancel()
         watcher = _watchers.pop(self._token, None)
         if watcher is not None:
             watcher.close()
