@@ -94,6 +94,24 @@ def encode_batches(it):
     yield pa.record_batch([pa.array([size], pa.int64())], names=["n"])
 
 
+def machine_cpu() -> float:
+    """Busy CPU seconds of the whole machine so far (/proc/stat: user, nice, system, irq, softirq)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of one process so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -174,6 +192,23 @@ def main() -> None:
                 return write
 
             extra = {f"gazette->{k}": into(a) for k, a in others.items()}
+            # CPU seconds of each call: the whole machine's, and the receiving server's processes.
+            server_pids = {"gazette": [broker.pid]}
+            if null_proc is not None:
+                server_pids["gazette->null"] = [null_proc.pid]
+            if cluster is not None:
+                server_pids["gazette->gazette"] = list(cluster.pids)
+            cpu: dict[str, list[tuple[float, float]]] = {}
+
+            def metered(name: str, fn):  # type: ignore[no-untyped-def]
+                def call() -> None:
+                    pids = server_pids.get(name, [])
+                    m0, s0 = machine_cpu(), sum(process_cpu(p) for p in pids)
+                    fn()
+                    cpu.setdefault(name, []).append((machine_cpu() - m0, sum(process_cpu(p) for p in pids) - s0))
+
+                return call
+
             for a in others.values():  # warm-up
                 df.limit(10).write.format("gazette").mode("append").option("broker.address", a).option(
                     "journal", "bench/clicks"
@@ -182,6 +217,7 @@ def main() -> None:
             spark.range(3).write.format("discard").mode("append").save()
             sweep = args.batch_records.split(",")
             per_setting = {}
+            per_cpu: dict[str, dict[str, tuple[float, float]]] = {}
             head0 = client.append("bench/clicks", b"").begin
             default_bytes = spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch")
 
@@ -192,9 +228,10 @@ def main() -> None:
 
             for records in sweep:
                 configure(records)
-                best, all_times = best_of(
-                    {"json": baseline, "gazette": gazette, "floor": floor, **extra}, args.rounds, alternate=True
-                )
+                cpu.clear()
+                cases = {"json": baseline, "gazette": gazette, "floor": floor, **extra}
+                best, all_times = best_of({k: metered(k, fn) for k, fn in cases.items()}, args.rounds, alternate=True)
+                per_cpu[records] = {k: v[all_times[k].index(best[k])] for k, v in cpu.items()}
                 per_setting[records] = (best, all_times)
             t_json, t_ours = per_setting[sweep[0]][0]["json"], per_setting[sweep[0]][0]["gazette"]
             json_bytes = sum(os.path.getsize(os.path.join(json_dir, f)) for f in os.listdir(json_dir))
@@ -240,6 +277,9 @@ def main() -> None:
                     f"    {k:<16s} {best[k]:6.2f} s  ours/floor {best['floor'] / best[k]:.2f}  "
                     f"vs the embedded broker {best['gazette'] / best[k]:.2f}x"
                 )
+            print("    CPU seconds of the best round: the machine's (of which the receiving server's processes)")
+            for k, (machine, server) in per_cpu[records].items():
+                print(f"      {k:<18s} {machine:6.2f} CPU-s" + (f"  (server {server:.2f})" if k in server_pids else ""))
         print(f"load average {os.getloadavg()}")
     finally:
         spark.stop()

@@ -97,3 +97,59 @@ def test_json_lines_with_a_prefix_puts_it_first():
         {"_meta": {"uuid": "u1"}, "n": 1},
         {"_meta": {"uuid": "u2"}, "n": 2},
     ]
+
+
+def _every_type(n: int = 9) -> list[tuple[str, pa.Array]]:
+    import datetime
+    import decimal
+
+    base = datetime.datetime(2026, 11, 26, 3, 4, 5, 123456)
+    texts = ["plain", 'q"uote', "back\\slash", "tab\tnew\nline\x00\x1f", "é😀\u2028", "", "x" * 300, "z", "end"]
+    return [
+        ("s", pa.array(texts[:n])),
+        ("s_null", pa.array([*texts[: n - 1], None])),
+        ("large", pa.array(texts[:n], pa.large_string())),
+        ("ts", pa.array([base + datetime.timedelta(days=400 * i) for i in range(n)], pa.timestamp("us", "UTC"))),
+        ("ntz", pa.array([base - datetime.timedelta(seconds=i) for i in range(n)], pa.timestamp("us"))),
+        ("ts_null", pa.array([None, *[base] * (n - 1)], pa.timestamp("us", "UTC"))),
+        ("d", pa.array([base.date()] * n, pa.date32())),
+        ("dec", pa.array([decimal.Decimal(f"{i}.50") for i in range(n)], pa.decimal128(10, 2))),
+        ("b", pa.array([i % 2 == 0 for i in range(n)])),
+        ("i", pa.array(range(n), pa.int64())),
+        ("f", pa.array([0.1 * i for i in range(n)])),
+        ("bin", pa.array([bytes([i]) * i for i in range(n)], pa.binary())),
+        ("st", pa.array([{"a": i, "b": texts[i]} for i in range(n)])),
+        ("l", pa.array([[texts[i]] * (i % 3) for i in range(n)])),
+        ("m", pa.array([[("k", i)] for i in range(n)], pa.map_(pa.string(), pa.int64()))),
+    ]
+
+
+@pytest.mark.parametrize("start", [0, 3, 9])
+@pytest.mark.parametrize("with_prefix", [False, True])
+def test_the_c_joiner_writes_the_same_bytes_as_arrow(monkeypatch, start, with_prefix):
+    """json_lines through the C extension's join and through Arrow's joins, byte for byte."""
+    pytest.importorskip("pyspark_gazette._jsonscan")
+    from pyspark_gazette.native import NATIVE_ENV
+
+    columns = [(name, arr.slice(start)) for name, arr in _every_type()]
+    prefix = pa.array([f'{{"_meta":{{"uuid":"u{i}"}}' for i in range(9)]).slice(start) if with_prefix else None
+    monkeypatch.delenv(NATIVE_ENV, raising=False)
+    c_data, c_offsets = json_lines(columns, prefix)
+    monkeypatch.setenv(NATIVE_ENV, "0")
+    a_data, a_offsets = json_lines(columns, prefix)
+    assert bytes(c_data) == bytes(a_data)
+    assert c_offsets.tolist() == a_offsets.tolist()
+    assert len(c_offsets) == 10 - start  # start 9: no rows
+    assert [json.loads(m)["s"] for m in messages((c_data, c_offsets))] == columns[0][1].to_pylist()
+
+
+def test_the_c_joiner_refuses_offsets_outside_the_data():
+    native = pytest.importorskip("pyspark_gazette._jsonscan")
+    arr = pa.array(["ab", "c"])
+    _, offsets, data = arr.buffers()
+    assert native.join((b"<", (offsets, data, 0, False), b">"), 2)[0] == bytearray(b"<ab><c>")
+    with pytest.raises(ValueError, match="offsets buffer too small"):
+        native.join(((offsets, data, 0, False),), 3)
+    bad = pa.py_buffer(pa.array([0, 5, 9], pa.int32()).buffers()[1])
+    with pytest.raises(ValueError, match="outside the data"):
+        native.join(((bad, data, 0, False),), 2)

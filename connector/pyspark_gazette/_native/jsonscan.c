@@ -1192,10 +1192,143 @@ done:
     return result;
 }
 
-static PyMethodDef methods[] = {{"scan", scan, METH_VARARGS, scan_doc}, {NULL, NULL, 0, NULL}};
+/* ---- the write side: rows of JSON text joined from columns (spark/write/encode.py) ---------- */
+
+typedef struct {
+    const u8 *text; /* a constant: the same bytes every row */
+    Py_ssize_t len;
+    const u8 *data; /* else a string column: offsets (int32 or int64) into data */
+    const void *offsets;
+    Py_ssize_t offset, dlen;
+    int large;
+} Part;
+
+static inline int64_t part_at(const Part *p, Py_ssize_t j) {
+    return p->large ? ((const int64_t *)p->offsets)[j] : (int64_t)((const int32_t *)p->offsets)[j];
+}
+
+PyDoc_STRVAR(join_doc,
+             "join(parts, n) -> (bytearray, bytes)\n\n"
+             "Row i of the result is the concatenation over parts of: the part itself (bytes), or\n"
+             "row i of a string column given as (offsets buffer, data buffer, array offset, large)\n"
+             "with no nulls. Returns the joined bytes and the n + 1 row boundaries (int64).");
+
+static PyObject *join(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *parts_obj;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &parts_obj, &n)) return NULL;
+    Py_ssize_t np_ = PyTuple_GET_SIZE(parts_obj);
+    if (n < 0 || np_ > 1000000) {
+        PyErr_SetString(PyExc_ValueError, "bad sizes");
+        return NULL;
+    }
+    Part *parts = calloc((size_t)np_ + 1, sizeof(Part));
+    Py_buffer *held = calloc((size_t)np_ * 2 + 1, sizeof(Py_buffer));
+    Py_ssize_t nheld = 0;
+    PyObject *out = NULL, *bounds = NULL, *result = NULL;
+    if (!parts || !held) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t fixed = 0;
+    for (Py_ssize_t k = 0; k < np_; k++) {
+        PyObject *item = PyTuple_GET_ITEM(parts_obj, k);
+        Part *p = &parts[k];
+        if (PyBytes_Check(item)) {
+            p->text = (const u8 *)PyBytes_AS_STRING(item);
+            p->len = PyBytes_GET_SIZE(item);
+            fixed += p->len;
+            continue;
+        }
+        PyObject *ob_obj, *db_obj;
+        int large;
+        if (!PyArg_ParseTuple(item, "OOnp", &ob_obj, &db_obj, &p->offset, &large)) goto done;
+        p->large = large;
+        if (PyObject_GetBuffer(ob_obj, &held[nheld], PyBUF_SIMPLE) < 0) goto done;
+        Py_buffer *ob = &held[nheld++];
+        if (p->offset < 0 || ob->len < (p->offset + n + 1) * (large ? 8 : 4)) {
+            PyErr_SetString(PyExc_ValueError, "offsets buffer too small");
+            goto done;
+        }
+        p->offsets = ob->buf;
+        if (db_obj == Py_None) {
+            p->data = (const u8 *)"";
+            p->dlen = 0;
+        } else {
+            if (PyObject_GetBuffer(db_obj, &held[nheld], PyBUF_SIMPLE) < 0) goto done;
+            p->data = (const u8 *)held[nheld].buf;
+            p->dlen = held[nheld++].len;
+        }
+        int64_t a = part_at(p, p->offset), b = part_at(p, p->offset + n);
+        if (a < 0 || b < a || b > p->dlen) {
+            PyErr_SetString(PyExc_ValueError, "offsets outside the data");
+            goto done;
+        }
+    }
+    /* The total: constants once a row, each column's bytes once (its offsets rise, checked below). */
+    int64_t total = (int64_t)fixed * n;
+    for (Py_ssize_t k = 0; k < np_; k++) {
+        const Part *p = &parts[k];
+        if (!p->text) total += part_at(p, p->offset + n) - part_at(p, p->offset);
+    }
+    if (total > PY_SSIZE_T_MAX / 2) {
+        PyErr_SetString(PyExc_OverflowError, "joined rows too large");
+        goto done;
+    }
+    out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)total);
+    bounds = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    if (!out || !bounds) goto done;
+    u8 *w = (u8 *)PyByteArray_AS_STRING(out), *end = w + total;
+    int64_t *bo = (int64_t *)PyBytes_AS_STRING(bounds);
+    const u8 *start = w;
+    bo[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t k = 0; k < np_; k++) {
+            const Part *p = &parts[k];
+            const u8 *src;
+            Py_ssize_t len;
+            if (p->text) {
+                src = p->text;
+                len = p->len;
+            } else {
+                int64_t a = part_at(p, p->offset + i), b = part_at(p, p->offset + i + 1);
+                if (a < 0 || b < a || b > p->dlen) {
+                    PyErr_SetString(PyExc_ValueError, "offsets outside the data");
+                    goto done;
+                }
+                src = p->data + a;
+                len = (Py_ssize_t)(b - a);
+            }
+            if (len > end - w) {
+                PyErr_SetString(PyExc_ValueError, "offsets do not rise");
+                goto done;
+            }
+            memcpy(w, src, (size_t)len);
+            w += len;
+        }
+        bo[i + 1] = (int64_t)(w - start);
+    }
+    if (w != end) {
+        PyErr_SetString(PyExc_ValueError, "offsets do not rise");
+        goto done;
+    }
+    result = Py_BuildValue("(OO)", out, bounds);
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(bounds);
+    for (Py_ssize_t k = 0; k < nheld; k++) PyBuffer_Release(&held[k]);
+    free(held);
+    free(parts);
+    return result;
+}
+
+static PyMethodDef methods[] = {{"scan", scan, METH_VARARGS, scan_doc},
+                                {"join", join, METH_VARARGS, join_doc},
+                                {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jsonscan",
-                                    "A JSON scanner for typed reads (see typed.py).",
+                                    "A JSON scanner for typed reads (see typed.py), and the joiner of JSON rows for writes (encode.py).",
                                     -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__jsonscan(void) { return PyModule_Create(&module); }

@@ -125,6 +125,7 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError
+from pyspark_gazette.native import NATIVE_ENV
 
 try:  # the optional C scanner (setup.py); without it every batch takes the pure-Python path
     from pyspark_gazette import _jsonscan
@@ -167,8 +168,6 @@ _FLOAT32_MAX = 3.4028234663852886e38
 _EPOCH_DAY = _dt.date(1970, 1, 1).toordinal()
 _JSON_WS = " \t\r\n"
 
-#: Set to ``0`` to turn the C scanner off (benchmarks' same-run A/B, tests).
-NATIVE_ENV = "PYSPARK_GAZETTE_NATIVE_JSON"
 # The scalar types the C scanner converts (jsonscan.c's K_* kinds), and structs and arrays of
 # them (_SCAN_STRUCT, _SCAN_LIST); a schema with any other type among its JSON fields takes the
 # pure-Python path for the whole batch.

@@ -7,8 +7,11 @@ numpy can do the work:
 * :func:`frame_values` frames a ``value`` column (string or binary) for a framing
   (:meth:`~pyspark_gazette.message.Framing.encode_array`);
 * :func:`json_lines` encodes columns as one JSON document per row, built column by column
-  from JSON fragments (:func:`json_fragments`) joined with ``binary_join_element_wise``;
-  the joined string array's data buffer *is* the journal content;
+  from JSON fragments (:func:`json_fragments`) joined row by row: in one pass of the C
+  extension where it is built (:mod:`pyspark_gazette.native`; the quotes of strings and
+  timestamps without nulls go in with the field names, so their text is never copied twice),
+  else with Arrow's ``binary_join_element_wise``, whose joined string array's data buffer *is*
+  the journal content;
 * :func:`uuid_strings` builds Gazette message UUIDs for consecutive clocks in numpy.
 
 JSON encoding of Spark types: null is ``null`` (null fields are written, not omitted);
@@ -36,6 +39,7 @@ import pyarrow.compute as pc
 
 from pyspark_gazette.errors import FramingError
 from pyspark_gazette.message import Framing
+from pyspark_gazette.native import extension
 
 #: Framed content of some messages: the bytes, and the ``n + 1`` message boundaries in them.
 Framed = tuple[memoryview, np.ndarray]
@@ -85,6 +89,9 @@ def json_lines(columns: list[tuple[str, pa.Array]], prefix: pa.Array | None = No
     """
     if not columns and prefix is None:
         raise ValueError("no columns to encode")
+    native = extension()
+    if native is not None:
+        return _joined(native, columns, prefix)
     parts: list[Any] = []
     for i, (name, arr) in enumerate(columns):
         lead = "," if (i or prefix is not None) else "{"
@@ -93,6 +100,58 @@ def json_lines(columns: list[tuple[str, pa.Array]], prefix: pa.Array | None = No
         parts.insert(0, prefix)
     parts.append("}\n")
     return framed(pc.binary_join_element_wise(*parts, ""))
+
+
+def _joined(native: Any, columns: list[tuple[str, pa.Array]], prefix: pa.Array | None) -> Framed:
+    """:func:`json_lines` in one pass of the C extension's ``join``."""
+    n = len(prefix) if prefix is not None else len(columns[0][1])
+    if n == 0:
+        return memoryview(b""), np.zeros(1, dtype=np.int64)
+    parts: list[Any] = []
+    text = ""  # constant text not yet added to parts
+
+    def column(arr: pa.Array) -> None:
+        nonlocal text
+        if arr.null_count:
+            raise ValueError("joined columns cannot hold nulls")
+        if text:
+            parts.append(text.encode())
+            text = ""
+        large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+        _, offsets, data = arr.buffers()
+        parts.append((offsets, data, arr.offset, large))
+
+    if prefix is not None:
+        column(prefix)
+    for i, (name, arr) in enumerate(columns):
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        text += ("," if (i or prefix is not None) else "{") + json.dumps(name, ensure_ascii=False) + ":"
+        bare = _bare(arr)
+        if bare is None:
+            column(json_fragments(arr))
+        else:
+            inner, close = bare
+            text += '"'
+            column(inner)
+            text += close
+    text += "}\n"
+    parts.append(text.encode())
+    data, bounds = native.join(tuple(parts), n)
+    return memoryview(data), np.frombuffer(bounds, dtype=np.int64)
+
+
+def _bare(arr: pa.Array) -> tuple[pa.Array, str] | None:
+    """A column without nulls whose JSON is a quoted text: the text to put between ``"`` and the
+    returned closing (strings escaped but not quoted, timestamps with ``T``), else ``None``."""
+    if arr.null_count:
+        return None
+    t = arr.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _escaped(arr.cast(pa.string()) if pa.types.is_large_string(t) else arr), '"'
+    if pa.types.is_timestamp(t):
+        return _iso(arr), '"' if t.tz is None else 'Z"'
+    return None
 
 
 def json_fragments(arr: pa.Array) -> pa.Array:
@@ -139,6 +198,14 @@ def _timestamps(arr: pa.Array) -> pa.Array:
     timestamps (Arrow's cast is ~10x faster than ``strftime`` or a cast with a zone), then turn
     the space at index 10 into ``T`` in place."""
     t = arr.type
+    out = pc.binary_join_element_wise('"', _iso(arr), '"' if t.tz is None else 'Z"', "")
+    return _children_valid(arr, out)
+
+
+def _iso(arr: pa.Array) -> pa.Array:
+    """ISO-8601 text of timestamps without the quotes or the zone (see :func:`_timestamps`);
+    arbitrary text where ``arr`` is null."""
+    t = arr.type
     text = arr.cast(pa.timestamp(t.unit)).cast(pa.string())
     if text.null_count:
         text = text.fill_null("0000-00-00 00:00:00")
@@ -153,8 +220,7 @@ def _timestamps(arr: pa.Array) -> pa.Array:
             )
         else:  # years outside 0001-9999
             text = pc.replace_substring_regex(text, r"^(-?\d+-\d\d-\d\d) ", r"\1T")
-    out = pc.binary_join_element_wise('"', text, '"' if t.tz is None else 'Z"', "")
-    return _children_valid(arr, out)
+    return text
 
 
 def _floats(arr: pa.Array) -> pa.Array:
@@ -167,11 +233,16 @@ def _floats(arr: pa.Array) -> pa.Array:
 
 
 def _strings(arr: pa.Array) -> pa.Array:
-    """Quoted JSON strings. numpy scans the data buffer first, so the escaping passes run only
-    when a quote, backslash or control character occurs at all."""
+    """Quoted JSON strings (null where ``arr`` is)."""
+    return _quote(_escaped(arr))
+
+
+def _escaped(arr: pa.Array) -> pa.Array:
+    """JSON string text without the quotes. numpy scans the data buffer first, so the escaping
+    passes run only when a quote, backslash or control character occurs at all."""
     _, offsets_buf, data_buf = arr.buffers()
     if data_buf is None or len(arr) == 0:
-        return _quote(arr)
+        return arr
     offsets = np.frombuffer(offsets_buf, dtype=np.int32)[arr.offset : arr.offset + len(arr) + 1]
     buf = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0] : offsets[-1]]
     escaped = arr
@@ -179,12 +250,11 @@ def _strings(arr: pa.Array) -> pa.Array:
         escaped = pc.replace_substring(escaped, "\\", "\\\\")
     if np.any(buf == 0x22):
         escaped = pc.replace_substring(escaped, '"', '\\"')
-    out = _quote(escaped)
     if np.any(buf < 0x20):
         control = pc.match_substring_regex(arr, _CONTROL).fill_null(False)
-        fixed = [json.dumps(s, ensure_ascii=False) for s in arr.filter(control).to_pylist()]
-        out = pc.replace_with_mask(out, control, pa.array(fixed, pa.string()))
-    return out
+        fixed = [json.dumps(s, ensure_ascii=False)[1:-1] for s in arr.filter(control).to_pylist()]
+        escaped = pc.replace_with_mask(escaped, control, pa.array(fixed, pa.string()))
+    return escaped
 
 
 def _children_valid(arr: pa.Array, out: pa.Array) -> pa.Array:
