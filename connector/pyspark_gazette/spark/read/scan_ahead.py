@@ -10,7 +10,8 @@ otherwise waiting (Spark keeps one process per stream reader for the query's lif
 
 :class:`ScanAhead` does that in a thread: from the entry of ``E`` it reads up to ``until`` (the
 next batch's likely end: as many bytes as this batch, within the snapshot's write head),
-keeping the producers' states after every piece it read. The next ``latestOffset`` continues
+keeping the producers' states at up to :data:`POINTS` places on the way (each a copy of every
+producer's state, so memory does not grow with the batch). The next ``latestOffset`` continues
 from the last of them at or before its end, reading only what is left, and takes the usual
 full scan when the start is not the one scanned from or the scan failed. The states are the
 same either way: :func:`~pyspark_gazette.spark.read.committed.advance` moves them over the
@@ -67,6 +68,11 @@ def _submit(scan: ScanAhead) -> None:
     _queue.put(scan)
 
 
+#: States a scan ahead keeps between its start and its end, about evenly spaced (each is a copy
+#: of every producer's state): a batch that ends short of the scan resumes from the last one
+#: before its end.
+POINTS = 16
+
 #: Reads messages beginning in ``[begin, end)``: :func:`~pyspark_gazette.spark.read.committed.state_pieces`
 #: over a snapshot, or a test's list.
 Pieces = Callable[[int, int], Iterator[Messages]]
@@ -101,12 +107,15 @@ class ScanAhead:
                 return
             states = _restored(state_of(self.origin, self.journal))
             self._point(begin, states)
+            step = max(1, (self.until - begin) // POINTS)
             for msgs in self._pieces(begin, self.until):
                 if self._cancelled:
                     return
                 advance_messages(states, msgs, self._framing, self._opts)
                 last = msgs.offsets[len(msgs.offsets) - 1].as_py() + 1 if len(msgs.offsets) else begin
-                self._point(min(max(msgs.end, last), self.until), states)
+                at = min(max(msgs.end, last), self.until)
+                if at - self._points[-1][0] >= step:
+                    self._point(at, states)
             self._point(self.until, states)
         except BaseException as e:  # the next latestOffset scans in full, and reports any error
             log.debug("journal %r: the read-committed scan ahead from %d failed: %s", self.journal, begin, e)
