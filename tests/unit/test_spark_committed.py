@@ -404,6 +404,26 @@ def test_a_batch_waits_for_the_running_scan_ahead_and_drops_one_not_started():
     assert idle.resume(origin, head, served(lines, [])) is None
 
 
+def test_a_stalled_scan_ahead_is_given_up(monkeypatch):
+    lines = journal([(0, "c"), (1, "out"), (0, "c"), (1, "out"), (0, "ack"), (1, "out")])
+    head = lines[-1][0] + len(lines[-1][1]) + 1
+    origin = full_scan(lines, entry(0, ()), lines[1][0])
+    monkeypatch.setattr(scan_ahead, "STALL_SECONDS", 0.2)
+    never, started = threading.Event(), threading.Event()
+
+    def stuck(begin, end):
+        started.set()
+        never.wait(60)  # a read that does not come back (released at the end of the test)
+        yield from ()
+
+    scan = ScanAhead(J, origin, head, stuck, NDJSON, OPTS)
+    try:
+        assert started.wait(30)
+        assert scan.resume(origin, head, served(lines, [])) is None
+    finally:
+        never.set()
+
+
 def test_a_scan_ahead_from_another_start_or_that_failed_is_not_used():
     lines = journal([(0, "c"), (1, "out"), (0, "c"), (1, "out"), (0, "ack"), (1, "out")])
     head = lines[-1][0] + len(lines[-1][1]) + 1

@@ -13,7 +13,7 @@ next batch's likely end: as many bytes as this batch, within the snapshot's writ
 keeping the producers' states at up to :data:`POINTS` places on the way (each a copy of every
 producer's state, so memory does not grow with the batch). The next ``latestOffset`` continues
 from the last of them at or before its end, reading only what is left, and takes the usual
-full scan when the start is not the one scanned from or the scan failed. The states are the
+full scan when the start is not the one scanned from, or the scan failed or stalled. The states are the
 same either way: :func:`~pyspark_gazette.spark.read.committed.advance` moves them over the
 journal's messages in order, and a piece boundary is a point in that order (unit-tested
 against the full scan, tests/unit/test_scan_ahead.py).
@@ -73,6 +73,10 @@ def _submit(scan: ScanAhead) -> None:
 #: before its end.
 POINTS = 16
 
+#: A batch waits for its scan ahead only while that scan reads on: after this many seconds
+#: without a piece read, it scans in full itself (with a fresh snapshot, e.g. after a failover).
+STALL_SECONDS = 10.0
+
 #: Reads messages beginning in ``[begin, end)``: :func:`~pyspark_gazette.spark.read.committed.state_pieces`
 #: over a snapshot, or a test's list.
 Pieces = Callable[[int, int], Iterator[Messages]]
@@ -97,6 +101,7 @@ class ScanAhead:
         self._done = False
         self._failed: BaseException | None = None
         self._cancelled = False
+        self._progress = 0  # pieces read so far
         self._cond = threading.Condition()
         _submit(self)
 
@@ -112,6 +117,9 @@ class ScanAhead:
                 if self._cancelled:
                     return
                 advance_messages(states, msgs, self._framing, self._opts)
+                with self._cond:
+                    self._progress += 1
+                    self._cond.notify_all()
                 last = msgs.offsets[len(msgs.offsets) - 1].as_py() + 1 if len(msgs.offsets) else begin
                 at = min(max(msgs.end, last), self.until)
                 if at - self._points[-1][0] >= step:
@@ -144,10 +152,15 @@ class ScanAhead:
             self.cancel()
             return None
         with self._cond:  # the states at or before end are final once a point at or past it exists
-            self._cond.wait_for(lambda: self._done or bool(self._points) and self._points[-1][0] >= end)
+            while not (self._done or self._points[-1][0] >= end):
+                seen = self._progress
+                self._cond.wait(STALL_SECONDS)
+                if self._progress == seen and not (self._done or self._points[-1][0] >= end):
+                    break  # no piece read for a while (a broker gone?): the batch scans itself
+            finished = self._done or self._points[-1][0] >= end
             usable = [p for p in self._points if p[0] <= end]
         self.cancel()
-        if self._failed is not None or not usable:
+        if self._failed is not None or not finished or not usable:
             return None
         at, states = usable[-1]
         states = copy_states(states)
