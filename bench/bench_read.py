@@ -541,7 +541,8 @@ def main() -> int:
                 import pyarrow.compute as pc
                 import pyarrow.json as pj
 
-                from pyspark_gazette.spark.read.typed import NATIVE_ENV, TypedDecoder
+                from pyspark_gazette.native import NATIVE_ENV
+                from pyspark_gazette.spark.read.typed import TypedDecoder
 
                 o = read_opts()
                 values = [

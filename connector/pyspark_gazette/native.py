@@ -12,9 +12,9 @@ import os
 from types import ModuleType
 
 try:
-    from pyspark_gazette import _jsonscan as _module
+    from pyspark_gazette import _jsonscan as module
 except ImportError:  # pragma: no cover - installs without a C compiler
-    _module = None
+    module = None  # type: ignore[assignment]
 
 #: Set to ``0`` to turn the C extension off (benchmarks' same-run A/B, tests).
 NATIVE_ENV = "PYSPARK_GAZETTE_NATIVE_JSON"
@@ -22,4 +22,4 @@ NATIVE_ENV = "PYSPARK_GAZETTE_NATIVE_JSON"
 
 def extension() -> ModuleType | None:
     """The extension module, or ``None`` when it is not built or turned off by :data:`NATIVE_ENV`."""
-    return _module if _module is not None and os.environ.get(NATIVE_ENV, "1") != "0" else None
+    return module if module is not None and os.environ.get(NATIVE_ENV, "1") != "0" else None

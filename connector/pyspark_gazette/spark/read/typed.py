@@ -93,7 +93,6 @@ import binascii
 import datetime as _dt
 import decimal
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -125,12 +124,8 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError
-from pyspark_gazette.native import NATIVE_ENV
-
-try:  # the optional C scanner (setup.py); without it every batch takes the pure-Python path
-    from pyspark_gazette import _jsonscan
-except ImportError:  # pragma: no cover - installs without a C compiler
-    _jsonscan = None
+from pyspark_gazette.native import NATIVE_ENV, extension  # noqa: F401  (NATIVE_ENV: named here too)
+from pyspark_gazette.native import module as _jsonscan  # None without the C scanner: the pure-Python path
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 RESERVED_KINDS = frozenset({"journal", "offset", "uuid", "producer", "clock", "flags", "mod_time", "timestamp"})
@@ -227,7 +222,7 @@ def _scan_array(t: pa.DataType, col: tuple) -> pa.Array:
 
 def native_available() -> bool:
     """Whether the C scanner is built and not turned off by :data:`NATIVE_ENV`."""
-    return _jsonscan is not None and os.environ.get(NATIVE_ENV, "1") != "0"
+    return extension() is not None
 
 
 class _Num(str):
