@@ -44,16 +44,6 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 SCHEMA = "event_id LONG, ts TIMESTAMP, user_id STRING, country STRING, page STRING, device STRING, duration_ms LONG, amount DOUBLE"
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(x) for x in fields[11:15]) / TICK  # utime, stime, cutime, cstime
 
 
 def comm(pid: int) -> str:
@@ -67,6 +57,7 @@ def comm(pid: int) -> str:
 def cpu_snapshot(cluster, driver_jvm: int | None) -> dict[str, float]:
     """CPU seconds so far: per host, its executor JVM(s) and Python processes; the driver JVM;
     this process. The worker daemons themselves are left out (they idle)."""
+    from benchlib import process_cpu
     from cluster.standalone import process_tree
 
     out: dict[str, float] = {}
@@ -74,10 +65,10 @@ def cpu_snapshot(cluster, driver_jvm: int | None) -> dict[str, float]:
         for pid in process_tree(w.pid)[1:]:
             kind = "python" if comm(pid).startswith("python") else "executor JVM"
             key = f"{w.host} {kind}"
-            out[key] = out.get(key, 0.0) + cpu_seconds(pid)
+            out[key] = out.get(key, 0.0) + process_cpu(pid, children=True)
     if driver_jvm:
-        out["driver JVM"] = cpu_seconds(driver_jvm)
-    out["driver Python + broker"] = cpu_seconds(os.getpid())
+        out["driver JVM"] = process_cpu(driver_jvm, children=True)
+    out["driver Python + broker"] = process_cpu(os.getpid(), children=True)
     return out
 
 

@@ -94,24 +94,6 @@ def encode_batches(it):
     yield pa.record_batch([pa.array([size], pa.int64())], names=["n"])
 
 
-def machine_cpu() -> float:
-    """Busy CPU seconds of the whole machine so far (/proc/stat: user, nice, system, irq, softirq)."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of one process so far (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -131,7 +113,7 @@ def main() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (here, os.environ.get("PYTHONPATH")) if x)
     import floors
-    from benchlib import best_of, jfr_recording, local_spark, ndjson_spec
+    from benchlib import best_of, jfr_recording, local_spark, machine_cpu, ndjson_spec, process_cpu
     from pyspark_gazette.broker.main import spawn_broker
     from pyspark_gazette.client import Change, JournalClient
 

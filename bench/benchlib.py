@@ -60,6 +60,25 @@ def jfr_recording(spark, path: str | None):  # type: ignore[no-untyped-def]
         print(f"JFR recording: {path} (summarise with: .venv/bin/python bench/jfr_top.py {path})")
 
 
+def process_cpu(pid: int, *, children: bool = False) -> float:
+    """User + system CPU seconds of one process so far (/proc), with ``children`` also those of
+    its children it has waited for; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11 : 15 if children else 13]) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> float:
+    """Busy CPU seconds of the whole machine so far (/proc/stat: user, nice, system, irq, softirq)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def best_of(
     cases: dict[str, Callable[[], Any]], rounds: int, *, alternate: bool = False
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
