@@ -145,22 +145,24 @@ class ScanAhead:
     def resume(self, origin, end: int, pieces: Pieces) -> dict | None:
         """The entry of ``end`` with the producers' states there, from this scan's states and
         ``pieces`` for what it did not read; ``None`` when the caller must scan in full (another
-        start, or the scan failed)."""
+        start, or the scan had not started, failed or stalled)."""
+
+        def reached() -> bool:  # the states at or before end are final once a point at or past it exists
+            return self._done or self._points[-1][0] >= end
+
         with self._cond:
             started = bool(self._points) or self._done
-        if not started or not same_start(origin, self.origin, self.journal) or end < offset_of(self.origin):
-            self.cancel()
-            return None
-        with self._cond:  # the states at or before end are final once a point at or past it exists
-            while not (self._done or self._points[-1][0] >= end):
-                seen = self._progress
-                self._cond.wait(STALL_SECONDS)
-                if self._progress == seen and not (self._done or self._points[-1][0] >= end):
-                    break  # no piece read for a while (a broker gone?): the batch scans itself
-            finished = self._done or self._points[-1][0] >= end
-            usable = [p for p in self._points if p[0] <= end]
+            if started and same_start(origin, self.origin, self.journal) and end >= offset_of(self.origin):
+                while not reached():
+                    seen = self._progress
+                    self._cond.wait(STALL_SECONDS)
+                    if self._progress == seen and not reached():
+                        break  # no piece read for a while (a broker gone?): the batch scans itself
+                usable = [p for p in self._points if p[0] <= end] if reached() else []
+            else:
+                usable = []
         self.cancel()
-        if self._failed is not None or not finished or not usable:
+        if self._failed is not None or not usable:
             return None
         at, states = usable[-1]
         states = copy_states(states)
