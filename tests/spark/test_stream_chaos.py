@@ -13,9 +13,11 @@ process group (driver, JVM), so the kill lands exactly in that phase:
 * ``checkpointed``: no hook, killed as soon as the commit log records the batch (wherever the
   next batch is by then).
 
-Kill points come from a seeded generator (every phase twice, in a shuffled order); the target
-batch is mostly the one the restart re-runs (so re-runs are killed too), sometimes the next.
-The child's JVM skips the optimising JIT: eleven Spark start-ups dominate the test's time. Finally the query runs to the end, and journal B must hold exactly the multiset
+Kill points come from a seeded generator (every phase once by default, in a shuffled order;
+more with GAZETTE_CHAOS_KILLS); the target batch is mostly the one the restart re-runs (so
+re-runs are killed too), sometimes the next. The child's JVM skips the optimising JIT: the
+Spark start-ups (one per kill, one more to finish) dominate the test's time. Finally the query
+runs to the end, and journal B must hold exactly the multiset
 of transformed rows of A: no duplicates, no losses.
 """
 
