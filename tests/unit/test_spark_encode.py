@@ -115,8 +115,27 @@ def _every_type(n: int = 9) -> list[tuple[str, pa.Array]]:
         ("d", pa.array([base.date()] * n, pa.date32())),
         ("dec", pa.array([decimal.Decimal(f"{i}.50") for i in range(n)], pa.decimal128(10, 2))),
         ("b", pa.array([i % 2 == 0 for i in range(n)])),
+        ("b_null", pa.array([None if i % 3 else i % 2 == 0 for i in range(n)])),
         ("i", pa.array(range(n), pa.int64())),
+        ("i8", pa.array([-128, 127, None, 0, -1, 9, 10, 99, 100][:n], pa.int8())),
+        ("i16", pa.array([-(2**15), 2**15 - 1, *range(n - 2)], pa.int16())),
+        ("i32", pa.array([-(2**31), None, *range(-3, n - 5)], pa.int32())),
+        ("i64", pa.array([-(2**63), 2**63 - 1, None, 10**18, -(10**18) + 1, *range(n - 5)], pa.int64())),
         ("f", pa.array([0.1 * i for i in range(n)])),
+        ("f_short", pa.array([12.5, -0.37, 2.0, None, 0.000015, 1e-6, 9999999999.5, 123456789.125, -0.0][:n])),
+        ("f_odd", pa.array([float("nan"), float("inf"), -float("inf"), 1e-7, 1e10, 5e-324, 1e300, 0.0, 1 / 3][:n])),
+        ("f32", pa.array([1.5, 0.1, None, *range(n - 3)], pa.float32())),
+        (
+            "ts_old",
+            pa.array(
+                [-(10**15), -1, 0, None, 1, 86_400_000_000 - 1, -62135596800000000, 253402300799999999, 7][:n],
+                pa.timestamp("us", "UTC"),
+            ),
+        ),
+        ("ts_far", pa.array([-62135596800000001, 253402300800000000, *[0] * (n - 2)], pa.timestamp("us"))),
+        ("ms", pa.array(range(n), pa.timestamp("ms"))),
+        ("d_null", pa.array([None, -1, 0, 1, -719162, 2932896, 19000, 11016, 59][:n], pa.date32())),
+        ("d_far", pa.array([-719163, *[0] * (n - 1)], pa.date32())),
         ("bin", pa.array([bytes([i]) * i for i in range(n)], pa.binary())),
         ("st", pa.array([{"a": i, "b": texts[i]} for i in range(n)])),
         ("l", pa.array([[texts[i]] * (i % 3) for i in range(n)])),
@@ -143,13 +162,53 @@ def test_the_c_joiner_writes_the_same_bytes_as_arrow(monkeypatch, start, with_pr
     assert [json.loads(m)["s"] for m in messages((c_data, c_offsets))] == columns[0][1].to_pylist()
 
 
-def test_the_c_joiner_refuses_offsets_outside_the_data():
+def test_the_c_joiner_refuses_buffers_too_small_and_offsets_outside_the_data():
     native = pytest.importorskip("pyspark_gazette._jsonscan")
-    arr = pa.array(["ab", "c"])
+    arr = pa.array(["ab", 'c"'])
     _, offsets, data = arr.buffers()
-    assert native.join((b"<", (offsets, data, 0, False), b">"), 2)[0] == bytearray(b"<ab><c>")
-    with pytest.raises(ValueError, match="offsets buffer too small"):
-        native.join(((offsets, data, 0, False),), 3)
+    assert native.join((b"<", (2, offsets, data, 0, False, None), b">"), 2)[0] == bytearray(b'<"ab"><"c\\"">')
+    assert native.join((b"<", (1, offsets, data, 0, False, None), b">"), 2)[0] == bytearray(b'<ab><c">')
+    with pytest.raises(ValueError, match="too small"):
+        native.join(((1, offsets, data, 0, False, None),), 3)
+    with pytest.raises(ValueError, match="too small"):
+        native.join(((3, pa.array([1, 2], pa.int64()).buffers()[1], 1, 8, None),), 2)
     bad = pa.py_buffer(pa.array([0, 5, 9], pa.int32()).buffers()[1])
     with pytest.raises(ValueError, match="outside the data"):
-        native.join(((bad, data, 0, False),), 2)
+        native.join(((1, bad, data, 0, False, None),), 2)
+    with pytest.raises(ValueError, match="unknown part kind"):
+        native.join(((99, bad),), 1)
+
+
+def test_the_c_joiner_writes_floats_as_arrows_cast_or_hands_them_back():
+    """Random float64s of few decimals, of every magnitude and random bit patterns: what the C
+    extension writes is Arrow's text (NaN and the infinities as Spark's strings); a value it
+    cannot write makes join name the part instead; json_lines' answer is Arrow's text either way."""
+    native = pytest.importorskip("pyspark_gazette._jsonscan")
+    import math
+
+    import numpy as np
+
+    def arrow_text(v: float) -> str:
+        if math.isnan(v):
+            return '"NaN"'
+        if math.isinf(v):
+            return '"Infinity"' if v > 0 else '"-Infinity"'
+        return pa.array([v]).cast(pa.string())[0].as_py()
+
+    rng = np.random.default_rng(20261126)
+    scale = 10.0 ** rng.integers(0, 7, 4000)
+    few = np.rint(rng.uniform(-1e9, 1e9, 4000) * scale) / scale
+    tiny = rng.integers(1, 10**6, 2000) / 10.0 ** rng.integers(0, 12, 2000)
+    bits = rng.integers(0, 2**63, 2000, dtype=np.uint64).view(np.float64)
+    written = 0
+    for v in np.concatenate([few, tiny, bits, [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-6, 1e10]]):
+        got = native.join(((7, pa.array([v]).buffers()[1], 0, None),), 1)
+        if isinstance(got, int):
+            assert got == 0
+        else:
+            written += 1
+            assert bytes(got[0]).decode() == arrow_text(v), v
+    assert written > 5000  # the common forms are written in C
+    mixed = pa.array(np.concatenate([few[:50], bits[:50], tiny[:50]]))
+    want = [f'{{"f":{arrow_text(v)}}}\n'.encode() for v in mixed.to_pylist()]
+    assert messages(json_lines([("f", mixed)])) == want

@@ -8,8 +8,9 @@ numpy can do the work:
   (:meth:`~pyspark_gazette.message.Framing.encode_array`);
 * :func:`json_lines` encodes columns as one JSON document per row, built column by column
   from JSON fragments (:func:`json_fragments`) joined row by row: in one pass of the C
-  extension where it is built (:mod:`pyspark_gazette.native`; the quotes of strings and
-  timestamps without nulls go in with the field names, so their text is never copied twice),
+  extension where it is built (:mod:`pyspark_gazette.native`; it escapes strings and formats
+  integers, float64s, booleans, microsecond timestamps and dates straight from their Arrow
+  buffers, writing the same text as the Arrow path, and takes the other types' JSON fragments),
   else with Arrow's ``binary_join_element_wise``, whose joined string array's data buffer *is*
   the journal content;
 * :func:`uuid_strings` builds Gazette message UUIDs for consecutive clocks in numpy.
@@ -102,56 +103,66 @@ def json_lines(columns: list[tuple[str, pa.Array]], prefix: pa.Array | None = No
     return framed(pc.binary_join_element_wise(*parts, ""))
 
 
+#: Part kinds of the C extension's ``join`` (``P_*`` in _native/jsonscan.c).
+_RAW, _STRING, _INT, _BOOL, _MICROS, _DATE, _DOUBLE = 1, 2, 3, 4, 5, 6, 7
+#: Days of 0001-01-01 and 9999-12-31 since 1970-01-01: the years the extension writes itself.
+_FIRST_DAY, _LAST_DAY = -719162, 2932896
+_DAY_US = 86_400_000_000
+
+
 def _joined(native: Any, columns: list[tuple[str, pa.Array]], prefix: pa.Array | None) -> Framed:
-    """:func:`json_lines` in one pass of the C extension's ``join``."""
+    """:func:`json_lines` in one pass of the C extension's ``join``: strings (escaped there),
+    integers, booleans, microsecond timestamps and dates go in as their Arrow buffers; other
+    columns as the JSON text of :func:`json_fragments`."""
     n = len(prefix) if prefix is not None else len(columns[0][1])
     if n == 0:
         return memoryview(b""), np.zeros(1, dtype=np.int64)
-    parts: list[Any] = []
-    text = ""  # constant text not yet added to parts
-
-    def column(arr: pa.Array) -> None:
-        nonlocal text
-        if arr.null_count:
-            raise ValueError("joined columns cannot hold nulls")
-        if text:
-            parts.append(text.encode())
-            text = ""
-        large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-        _, offsets, data = arr.buffers()
-        parts.append((offsets, data, arr.offset, large))
-
-    if prefix is not None:
-        column(prefix)
-    for i, (name, arr) in enumerate(columns):
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks()
-        text += ("," if (i or prefix is not None) else "{") + json.dumps(name, ensure_ascii=False) + ":"
-        bare = _bare(arr)
-        if bare is None:
-            column(json_fragments(arr))
-        else:
-            inner, close = bare
-            text += '"'
-            column(inner)
-            text += close
-    text += "}\n"
-    parts.append(text.encode())
-    data, bounds = native.join(tuple(parts), n)
+    parts: list[Any] = [] if prefix is None else [_text_part(_RAW, prefix)]
+    arrays = [arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr for _, arr in columns]
+    for i, ((name, _), arr) in enumerate(zip(columns, arrays, strict=True)):
+        lead = "," if (i or prefix is not None) else "{"
+        parts += [(lead + json.dumps(name, ensure_ascii=False) + ":").encode(), _part(arr)]
+    parts.append(b"}\n")
+    joined = native.join(tuple(parts), n)
+    while isinstance(joined, int):  # a float64 column with a value only Arrow's cast writes
+        parts[joined] = _text_part(_RAW, json_fragments(arrays[(joined - 1 - (prefix is not None)) // 2]))
+        joined = native.join(tuple(parts), n)
+    data, bounds = joined
     return memoryview(data), np.frombuffer(bounds, dtype=np.int64)
 
 
-def _bare(arr: pa.Array) -> tuple[pa.Array, str] | None:
-    """A column without nulls whose JSON is a quoted text: the text to put between ``"`` and the
-    returned closing (strings escaped but not quoted, timestamps with ``T``), else ``None``."""
-    if arr.null_count:
-        return None
+def _text_part(kind: int, arr: pa.Array) -> tuple:
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    validity, offsets, data = arr.buffers()
+    return (kind, offsets, data, arr.offset, large, validity if arr.null_count else None)
+
+
+def _part(arr: pa.Array) -> tuple:
+    """The ``join`` part of a column (see jsonscan.c's ``join``)."""
     t = arr.type
+    validity = arr.buffers()[0] if arr.null_count else None
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return _escaped(arr.cast(pa.string()) if pa.types.is_large_string(t) else arr), '"'
-    if pa.types.is_timestamp(t):
-        return _iso(arr), '"' if t.tz is None else 'Z"'
-    return None
+        return _text_part(_STRING, arr)
+    if pa.types.is_signed_integer(t):
+        return (_INT, arr.buffers()[1], arr.offset, t.bit_width // 8, validity)
+    if pa.types.is_boolean(t):
+        return (_BOOL, arr.buffers()[1], arr.offset, validity)
+    if pa.types.is_float64(t):
+        return (_DOUBLE, arr.buffers()[1], arr.offset, validity)
+    if pa.types.is_timestamp(t) and t.unit == "us" and _in_years(arr, _DAY_US):
+        return (_MICROS, arr.buffers()[1], arr.offset, t.tz is not None, validity)
+    if pa.types.is_date32(t) and _in_years(arr, 1):
+        return (_DATE, arr.buffers()[1], arr.offset, validity)
+    return _text_part(_RAW, json_fragments(arr))
+
+
+def _in_years(arr: pa.Array, per_day: int) -> bool:
+    """Whether every value of ``arr`` (``per_day`` units a day) falls in years 0001-9999."""
+    if arr.null_count == len(arr):
+        return True
+    bounds = pc.min_max(arr.cast(pa.int64() if per_day > 1 else pa.int32()))
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return _FIRST_DAY * per_day <= low and high < (_LAST_DAY + 1) * per_day
 
 
 def json_fragments(arr: pa.Array) -> pa.Array:
