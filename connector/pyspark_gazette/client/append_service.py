@@ -8,7 +8,9 @@ Many small writes to a journal are coalesced into few Append RPCs:
   so concurrent writers join the *same* pending RPC; a new link is started when the tail is
   already being sent, holds more than 64 MiB, has different request parameters (registers,
   offset), or when the caller's dependencies are not a subset of the tail's;
-* a link buffers its content in a temporary file on local disk (not memory); while one link's
+* a link buffers its content in memory up to :data:`SPOOL_BYTES`, and beyond that in a
+  temporary file on local disk (Gazette buffers every link in a file, to bound memory; the
+  in-memory start spares the common small link two copies through the kernel); while one link's
   RPC is in flight, new writes fill the next link, which is the pipelining batch;
 * the caller writes, then :meth:`AsyncAppend.release` marks its bytes committed to the batch, or
   :meth:`AsyncAppend.rollback` (or an exception inside ``with``) drops exactly its bytes.
@@ -59,6 +61,66 @@ log = logging.getLogger(__name__)
 
 #: A link stops taking new writes once it buffers this much (Gazette: 64 MiB).
 MAX_BATCH_BYTES = 64 << 20
+#: A link holds this much in memory; past it, its content moves to a temporary file. A journal's
+#: chain has one link being sent and one filling, so memory stays within twice this per journal.
+SPOOL_BYTES = 16 << 20
+
+
+class _Spool:
+    """A link's content: a bytearray, moved to a temporary file once it outgrows ``limit``."""
+
+    def __init__(self, limit: int = SPOOL_BYTES):
+        self._limit = limit
+        self._mem: bytearray | None = bytearray()
+        self._file: Any = None
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        n = len(data)
+        if self._mem is not None and self.size + n > self._limit:
+            self._file = tempfile.TemporaryFile(prefix="gazette-append-", buffering=8 << 10)
+            self._file.write(self._mem)
+            self._mem = None
+        if self._mem is not None:
+            self._mem += data
+        else:
+            self._file.write(data)
+        self.size += n
+
+    def truncate(self, size: int) -> None:
+        """Drop everything after the first ``size`` bytes."""
+        if self._mem is not None:
+            del self._mem[size:]
+        else:
+            self._file.flush()
+            self._file.seek(size)
+            self._file.truncate()
+        self.size = size
+
+    def chunks(self, size: int, chunk: int) -> Iterable[bytes]:
+        """The first ``size`` bytes, in ``chunk``-byte pieces."""
+        if self._mem is not None:
+            view = memoryview(self._mem)
+            try:
+                for at in range(0, min(size, self.size), chunk):
+                    yield bytes(view[at : min(at + chunk, size)])
+            finally:
+                view.release()
+            return
+        self._file.flush()
+        self._file.seek(0)
+        left = size
+        while left > 0:
+            data = self._file.read(min(chunk, left))
+            if not data:
+                return
+            yield data
+            left -= len(data)
+
+    def close(self) -> None:
+        self._mem = None
+        if self._file is not None:
+            self._file.close()
 
 TERMINAL_ERRORS = (
     AuthRefusedError,
@@ -84,7 +146,7 @@ class AsyncAppend:
         self.request = request
         self._key = request.SerializeToString(deterministic=True)
         self.dependencies = dependencies
-        self._file = tempfile.TemporaryFile(prefix="gazette-append-", buffering=8 << 10)
+        self._spool = _Spool()
         self._writer = threading.Lock()  # held by the writer between start_append and release
         self._size = 0
         self._checkpoint = 0
@@ -102,7 +164,7 @@ class AsyncAppend:
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer ``data`` for this append (the caller must hold the link, see ``start_append``)."""
         try:
-            self._file.write(data)
+            self._spool.write(data)
         except BaseException:
             self.rollback()
             raise
@@ -117,9 +179,7 @@ class AsyncAppend:
     def rollback(self) -> None:
         """Drop everything the caller wrote since it started, and release the link."""
         if self._size != self._checkpoint:
-            self._file.flush()
-            self._file.seek(self._checkpoint)
-            self._file.truncate()
+            self._spool.truncate(self._checkpoint)
             self._size = self._checkpoint
         self._mark_touched()
         if self._writer.locked():
@@ -159,7 +219,7 @@ class AsyncAppend:
 
     def _finish(self, commit: pb.Fragment | None = None, error: BaseException | None = None) -> None:
         self._commit, self._error = commit, error
-        self._file.close()
+        self._spool.close()
         self._done.set()
 
 
@@ -315,15 +375,12 @@ class AppendService:
             app = Appender(self._conns, journal)
             app.request = aa.request
             try:
-                aa._file.flush()
-                aa._file.seek(0)
-                left = size
-                while left > 0:
-                    chunk = aa._file.read(min(APPEND_CHUNK_BYTES, left))
-                    if not chunk:
-                        raise GazetteError(f"append buffer of {journal!r} is shorter than {size} bytes")
+                sent = 0
+                for chunk in aa._spool.chunks(size, APPEND_CHUNK_BYTES):
                     app.write(chunk)
-                    left -= len(chunk)
+                    sent += len(chunk)
+                if sent != size:
+                    raise GazetteError(f"append buffer of {journal!r} is shorter than {size} bytes")
                 commit = app.close()
             except TERMINAL_ERRORS as e:
                 app.abort()

@@ -186,6 +186,10 @@ class Appender:
             return
         if self._call is None:
             self._start()
+        if type(data) is bytes and len(data) <= APPEND_CHUNK_BYTES:  # a chunk already: no copy
+            self._put(pb.AppendRequest(content=data))
+            self.written += len(data)
+            return
         view = memoryview(data)
         for i in range(0, len(view), APPEND_CHUNK_BYTES):
             self._put(pb.AppendRequest(content=bytes(view[i : i + APPEND_CHUNK_BYTES])))
