@@ -122,6 +122,7 @@ class _Spool:
         if self._file is not None:
             self._file.close()
 
+
 TERMINAL_ERRORS = (
     AuthRefusedError,
     CancelledError,
