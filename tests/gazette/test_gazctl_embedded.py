@@ -167,15 +167,21 @@ def test_append_read_and_fragments(brokers, tmp_path):
     # NO_JOURNAL_PRIMARY_BROKER, which gazctl does not retry.
     brokers["gazette"].wait_primaries(["gzctl/lines", "gzctl/raw"])
 
-    # Three appends of 1,260 bytes with lines framing, from stdin: three fragments of 1 KiB+.
+    # Three atomic appends of 1,260 bytes from stdin (--framing none: one Append each), three
+    # fragments of 1 KiB+; then two lines with lines framing, which gazctl appends record by
+    # record (its AppendService may send them in one Append or two, as it happens to batch:
+    # a 1,260-byte batch sent that way was once split 1,197 + 63 against one broker and not
+    # the other). They roll the third fragment and make the open spool either way.
     batches = ["".join(f"line {i:04d} of batch {b}\n" for i in range(60)) for b in range(3)]
     for batch in batches:
-        both(brokers, "journals", "append", "-l", "name=gzctl/lines", "--framing", "lines", input=batch)
+        both(brokers, "journals", "append", "-l", "name=gzctl/lines", "--framing", "none", input=batch)
+    tail = "tail 1 of 2\ntail 2 of 2\n"
+    both(brokers, "journals", "append", "-l", "name=gzctl/lines", "--framing", "lines", input=tail)
     both(brokers, "journals", "append", "-l", "name=gzctl/raw", input="raw\nbytes\n")
     for b in brokers.values():
         assert b.wait_persisted(), f"{b.kind}: rolled fragments were not persisted"
 
-    expected = "".join(batches).encode()
+    expected = ("".join(batches) + tail).encode()
     reads = both(brokers, "journals", "read", "-l", "name=gzctl/lines")
     assert reads["gazette"] == reads["embedded"] == expected
     # A selector matching both journals: each journal's content arrives whole-fragment at a time.
@@ -204,7 +210,8 @@ def test_append_read_and_fragments(brokers, tmp_path):
     assert [r[:4] + r[5:] for r in tables["embedded"][1:]] == [
         ["gzctl/lines", "0", "1.2 KiB", "persisted", "GZIP"],
         ["gzctl/lines", "1260", "1.2 KiB", "persisted", "GZIP"],
-        ["gzctl/lines", "2520", "1.2 KiB", "", "GZIP"],  # the open spool
+        ["gzctl/lines", "2520", "1.2 KiB", "persisted", "GZIP"],
+        ["gzctl/lines", "3780", "24 B", "", "GZIP"],  # the open spool
         ["gzctl/raw", "0", "10 B", "", "SNAPPY"],
     ]
 
@@ -221,6 +228,7 @@ def test_append_read_and_fragments(brokers, tmp_path):
     assert [(f["journal"], f.get("begin", 0), f["end"], f["backing_store"]) for f in persisted] == [
         ("gzctl/lines", 0, 1260, "file:///gzctl/"),
         ("gzctl/lines", 1260, 2520, "file:///gzctl/"),
+        ("gzctl/lines", 2520, 3780, "file:///gzctl/"),
     ]
 
 
