@@ -177,12 +177,11 @@ def main() -> None:
             # CPU seconds of each call: the whole machine's, and every server's processes (the
             # receiving one's, and the embedded broker's persisting of earlier writes, which can
             # run on during any case).
-            server_pids = {"gazette": [broker.pid]}
-            if null_proc is not None:
-                server_pids["gazette->null"] = [null_proc.pid]
-            if cluster is not None:
-                server_pids["gazette->gazette"] = list(cluster.pids)
-            all_servers = [p for pids in server_pids.values() for p in pids]
+            all_servers = [
+                broker.pid,
+                *([null_proc.pid] if null_proc is not None else []),
+                *(cluster.pids if cluster else []),
+            ]
             cpu: dict[str, list[tuple[float, float]]] = {}
 
             def metered(name: str, fn):  # type: ignore[no-untyped-def]

@@ -149,7 +149,6 @@ class AsyncAppend:
         self.dependencies = dependencies
         self._spool = _Spool()
         self._writer = threading.Lock()  # held by the writer between start_append and release
-        self._size = 0
         self._checkpoint = 0
         self._touched = False
         self._sealed = False
@@ -169,19 +168,16 @@ class AsyncAppend:
         except BaseException:
             self.rollback()
             raise
-        self._size += len(data)
 
     def release(self) -> None:
         """Commit the caller's writes to the batch and let others (and the dispatcher) in."""
-        self._checkpoint = self._size
+        self._checkpoint = self._spool.size
         self._mark_touched()
         self._writer.release()
 
     def rollback(self) -> None:
         """Drop everything the caller wrote since it started, and release the link."""
-        if self._size != self._checkpoint:
-            self._spool.truncate(self._checkpoint)
-            self._size = self._checkpoint
+        self._spool.truncate(self._checkpoint)  # also what a failed write left past the size
         self._mark_touched()
         if self._writer.locked():
             self._writer.release()
@@ -273,7 +269,7 @@ class AppendService:
                 if (
                     tail is None
                     or tail._sealed
-                    or tail._size >= self._max_batch
+                    or tail._spool.size >= self._max_batch
                     or tail._key != key
                     or not deps <= tail.dependencies
                 ):

@@ -140,19 +140,20 @@ def _text_part(kind: int, arr: pa.Array) -> tuple:
 def _part(arr: pa.Array) -> tuple:
     """The ``join`` part of a column (see jsonscan.c's ``join``)."""
     t = arr.type
-    validity = arr.buffers()[0] if arr.null_count else None
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return _text_part(_STRING, arr)
+    bits, values = arr.buffers()[:2]
+    validity = bits if arr.null_count else None
     if pa.types.is_signed_integer(t):
-        return (_INT, arr.buffers()[1], arr.offset, t.bit_width // 8, validity)
+        return (_INT, values, arr.offset, t.bit_width // 8, validity)
     if pa.types.is_boolean(t):
-        return (_BOOL, arr.buffers()[1], arr.offset, validity)
+        return (_BOOL, values, arr.offset, validity)
     if pa.types.is_float64(t):
-        return (_DOUBLE, arr.buffers()[1], arr.offset, validity)
+        return (_DOUBLE, values, arr.offset, validity)
     if pa.types.is_timestamp(t) and t.unit == "us" and _in_years(arr, _DAY_US):
-        return (_MICROS, arr.buffers()[1], arr.offset, t.tz is not None, validity)
+        return (_MICROS, values, arr.offset, t.tz is not None, validity)
     if pa.types.is_date32(t) and _in_years(arr, 1):
-        return (_DATE, arr.buffers()[1], arr.offset, validity)
+        return (_DATE, values, arr.offset, validity)
     return _text_part(_RAW, json_fragments(arr))
 
 
