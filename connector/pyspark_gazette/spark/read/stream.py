@@ -62,6 +62,7 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.client.conn import backoff
 from pyspark_gazette.client.heads import HeadWatcher, concurrently, sweep_heads, write_head
 from pyspark_gazette.client.list_apply import iter_fragments
+from pyspark_gazette.client.settle import primary_head
 from pyspark_gazette.errors import BrokerTimeoutError, JournalNotFoundError, SuspendedError, TransportError
 from pyspark_gazette.message import LINES, Framing, framing_by_name
 from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
@@ -241,16 +242,22 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return first.spec.begin if first is not None else 0
 
     def _heads(self, client, *, fresh: bool = False) -> dict[str, int]:
-        """Every journal's write head: asked now (``fresh``, or without ``watchWriteHeads``), else
-        from the watcher, asking only the journals it does not watch (yet). A fully suspended
-        journal's is its resumption offset, asked of no broker (:func:`fully_suspended_at`)."""
+        """Every journal's write head: asked now (without ``watchWriteHeads``), else from the
+        watcher, asking only the journals it does not watch (yet). ``fresh`` (the end of a
+        ``Trigger.AvailableNow`` query): asked now of each journal's primary and every other
+        member, keeping the largest (:func:`~pyspark_gazette.client.heads.sweep_heads` with
+        ``members``), so that no append acknowledged before the query started is left out
+        because one member had not caught up. A fully suspended journal's is its resumption
+        offset, asked of no broker (:func:`fully_suspended_at`)."""
         infos = self._journals(client)
         suspended = {i.name: at for i in infos if (at := fully_suspended_at(i)) is not None}
         heads = self._live_heads(client, [i.name for i in infos if i.name not in suspended], fresh)
         return {i.name: suspended[i.name] if i.name in suspended else heads[i.name] for i in infos}
 
     def _live_heads(self, client, names: list[str], fresh: bool) -> dict[str, int]:
-        if fresh or not self._watching(len(names)):
+        if fresh:
+            return sweep_heads(client.conns, names, primary=True, members=True)
+        if not self._watching(len(names)):
             return sweep_heads(client.conns, names)
         watcher = _watchers.get(self._token)
         if watcher is None:
@@ -313,12 +320,14 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest = heads
         # A journal that appeared after the query started: read it from its start.
         new = sweep(lambda journal: self._earliest(client, journal), [j for j in heads if j not in start])
+        heads.update(self._confirmed_below(client, heads, start, new))
         for journal, head in heads.items():
             if journal in new:
                 end[journal] = new[journal]
                 backlogs[journal] = head - new[journal]
             elif head < offset_of(start[journal]):
-                # Gazette never moves a write head back: the journal was deleted and re-created.
+                # Every member confirmed it (_confirmed_below), and Gazette never moves a write
+                # head back: the journal was deleted and re-created.
                 end[journal] = self._recreated(client, journal, offset_of(start[journal]), head)
                 backlogs[journal] = 0  # this batch only moves to its start; the next ones read it
             else:
@@ -436,6 +445,34 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
             weights.extend(hi - lo for lo, hi in spans)
         return pack(pieces, self.opts, weights)
+
+    def _confirmed_below(self, client, heads: dict[str, int], start: dict, new: dict) -> dict[str, int]:
+        """The write heads, asked of every route member, of the journals whose head in ``heads``
+        is below the stream's offset in them. A head comes from one member, and Gazette reports
+        a member's write head as the end of its fragment index: a broker that restarted and
+        rejoined the route reports only what was persisted until the primary's next append
+        reaches it, below what the stream already read. Only the largest answer of all the
+        members (:func:`~pyspark_gazette.client.settle.primary_head`) tells a re-created journal
+        from a stale member; when none answers, the journal waits at its offset (no new data
+        this trigger) and the next trigger asks again."""
+        below = [j for j, h in heads.items() if j not in new and h < offset_of(start[j])]
+        out: dict[str, int] = {}
+        for journal in below:
+            offset = offset_of(start[journal])
+            confirmed = primary_head(client.conns, journal)
+            log.info(
+                "journal %s: a member reported write head %d, below the stream's offset %d; every member asked: %s",
+                journal,
+                heads[journal],
+                offset,
+                confirmed,
+            )
+            if confirmed is None:
+                confirmed = offset
+            elif confirmed >= offset and self._target is not None and journal in self._target:
+                confirmed = max(offset, min(confirmed, self._target[journal]))  # AvailableNow's end
+            out[journal] = confirmed
+        return out
 
     def _recreated(self, client, journal: str, offset: int, head: int) -> int:
         """The rule for a journal whose write head is below the stream's offset in it (it was
