@@ -212,3 +212,35 @@ def test_the_c_joiner_writes_floats_as_arrows_cast_or_hands_them_back():
     mixed = pa.array(np.concatenate([few[:50], bits[:50], tiny[:50]]))
     want = [f'{{"f":{arrow_text(v)}}}\n'.encode() for v in mixed.to_pylist()]
     assert messages(json_lines([("f", mixed)])) == want
+
+
+@pytest.mark.parametrize("precision, scale", [(38, 0), (38, 2), (23, 2), (10, 9), (38, 18), (38, 38), (5, 5)])
+def test_the_c_joiner_writes_decimals_as_arrows_cast_or_hands_them_back(precision, scale):
+    """decimal128s of every size (38-digit values beyond 64 bits too), of both signs: what the C
+    extension writes is Arrow's text; a value Arrow writes with an exponent ("1E-10") makes
+    join name the part instead; json_lines' answer is Arrow's text either way."""
+    native = pytest.importorskip("pyspark_gazette._jsonscan")
+    import decimal
+    import random
+
+    rng = random.Random(precision * 100 + scale)
+    unscaled = [0, 1, -1, 10**precision - 1, -(10**precision - 1), 10 ** (precision - 1)]
+    unscaled += [
+        rng.randrange(1 - 10 ** rng.randint(1, precision), 10 ** rng.randint(1, precision)) for _ in range(400)
+    ]
+    values = [decimal.Decimal(f"{u}E-{scale}") for u in unscaled]  # exact, whatever the context's precision
+    arr = pa.array(values, pa.decimal128(precision, scale))
+    written = 0
+    for v in range(len(arr)):
+        one = arr.slice(v, 1)
+        got = native.join(((8, one.buffers()[1], one.offset, scale, None),), 1)
+        want = one.cast(pa.string())[0].as_py()
+        if isinstance(got, int):
+            assert got == 0 and "E" in want, want
+        else:
+            written += 1
+            assert bytes(got[0]).decode() == want
+    assert written == sum("E" not in t for t in arr.cast(pa.string()).to_pylist()) > 0  # every other value
+    with_nulls = pa.array([*values[:20], None], pa.decimal128(precision, scale))
+    want = [f'{{"d":{t}}}\n'.encode() for t in with_nulls.cast(pa.string()).fill_null("null").to_pylist()]
+    assert messages(json_lines([("d", with_nulls)])) == want

@@ -1203,7 +1203,8 @@ enum {
     P_BOOL = 4,   /* booleans (a bitmap) */
     P_MICROS = 5, /* timestamp[us] as "YYYY-MM-DDTHH:MM:SS.ffffff" (+ "Z" with a zone), quoted */
     P_DATE = 6,   /* date32 as "YYYY-MM-DD", quoted */
-    P_DOUBLE = 7  /* float64 as Arrow's cast to string writes it (see write_double) */
+    P_DOUBLE = 7, /* float64 as Arrow's cast to string writes it (see write_double) */
+    P_DECIMAL = 8 /* decimal128 of a scale as Arrow's cast to string writes it (see write_decimal) */
 };
 
 typedef struct {
@@ -1216,7 +1217,12 @@ typedef struct {
     const u8 *validity; /* NULL: no nulls; else Arrow's bitmap (null where a bit is 0) */
     Py_ssize_t offset, dlen;
     int large, width, zone;
-    int failed;  /* P_DOUBLE: a value write_double leaves to Arrow */
+    int scale;   /* P_DECIMAL */
+    int failed;  /* P_DOUBLE, P_DECIMAL: a value left to Arrow */
+    Py_ssize_t index; /* the part's index in join's parts (a constant before it merged, see join) */
+    const u8 *lead;   /* a constant written before every row's value (the one before it in parts) */
+    Py_ssize_t lead_len;
+    u8 lead16[16]; /* the lead, when at most 16 bytes: copied as two words */
     int64_t day; /* P_MICROS: the day last written, and its YYYY-MM-DD (consecutive rows share it) */
     u8 day_text[10];
 } Part;
@@ -1227,13 +1233,16 @@ static inline int64_t part_at(const Part *p, Py_ssize_t j) {
 
 static inline int bit_at(const u8 *bits, Py_ssize_t j) { return (bits[j >> 3] >> (j & 7)) & 1; }
 
-/* The bytes written for one row of a part, at most (so the output grows once per part). */
-static Py_ssize_t part_max(const Part *p, Py_ssize_t j) {
+/* The bytes a part writes for any row, at most, beyond its column's text (P_RAW: + its bytes,
+ * P_STRING: + 6 per byte); 16 more for the lead's word copy. */
+static Py_ssize_t part_fixed_max(const Part *p) {
+    Py_ssize_t lead = p->lead_len + 16;
     switch (p->kind) {
     case P_TEXT: return p->len;
-    case P_RAW: return 4 + (Py_ssize_t)(part_at(p, j + 1) - part_at(p, j));
-    case P_STRING: return 6 + 6 * (Py_ssize_t)(part_at(p, j + 1) - part_at(p, j));
-    default: return 40;
+    case P_RAW: return lead + 4;
+    case P_STRING: return lead + 6;
+    case P_DECIMAL: return lead + 84; /* sign, 39 digits, "0." and up to 38 zeros */
+    default: return lead + 40;
     }
 }
 
@@ -1394,10 +1403,59 @@ static u8 *write_double(u8 *w, double v) {
     return NULL;
 }
 
-/* Row j of part p at w (room for part_max bytes is there). */
+/* A decimal128 (two's complement, little-endian) of scale s as Arrow's cast to string writes
+ * it (Decimal128::ToString): its digits with a point s places from the right, "0." and zeros
+ * before them where there are fewer digits than s. NULL where Arrow writes an exponent form
+ * (scale below 0, or fewer than s - 6 digits: "1E-10"): the caller uses Arrow's text. */
+static u8 *write_decimal(u8 *w, const u8 *le16, int scale) {
+    if (scale < 0) return NULL;
+    uint64_t lo, hi;
+    memcpy(&lo, le16, 8);
+    memcpy(&hi, le16 + 8, 8);
+    unsigned __int128 u = ((unsigned __int128)hi << 64) | lo;
+    int negative = (int64_t)hi < 0;
+    if (negative) u = (unsigned __int128)0 - u;
+    u8 tmp[48], *t = tmp + 48;
+    while (u > (unsigned __int128)UINT64_MAX) {
+        uint64_t low19 = (uint64_t)(u % 10000000000000000000ULL);
+        u /= 10000000000000000000ULL;
+        for (int k = 0; k < 19; k++) {
+            *--t = (u8)('0' + low19 % 10);
+            low19 /= 10;
+        }
+    }
+    uint64_t v = (uint64_t)u;
+    do {
+        *--t = (u8)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    Py_ssize_t digits = tmp + 48 - t;
+    if (negative) *w++ = '-';
+    if (scale == 0) return put(w, t, digits);
+    if (digits - 1 - scale < -6) return NULL;
+    if (digits > scale) {
+        w = put(w, t, digits - scale);
+        *w++ = '.';
+        return put(w, t + digits - scale, scale);
+    }
+    *w++ = '0';
+    *w++ = '.';
+    for (Py_ssize_t k = digits; k < scale; k++) *w++ = '0';
+    return put(w, t, digits);
+}
+
+/* Row j of part p at w (room for part_fixed_max bytes and its text is there). */
 static u8 *write_part(u8 *w, Part *p, Py_ssize_t j) {
     if (p->kind == P_TEXT) {
         return put(w, p->text, p->len);
+    }
+    if (p->lead_len) {
+        if (p->lead_len <= 16) {
+            memcpy(w, p->lead16, 16);
+            w += p->lead_len;
+        } else {
+            w = put(w, p->lead, p->lead_len);
+        }
     }
     Py_ssize_t at = p->offset + j;
     if (p->validity && !bit_at(p->validity, at)) {
@@ -1461,6 +1519,14 @@ static u8 *write_part(u8 *w, Part *p, Py_ssize_t j) {
         }
         return end;
     }
+    case P_DECIMAL: {
+        u8 *end = write_decimal(w, (const u8 *)p->values + 16 * at, p->scale);
+        if (!end) {
+            p->failed = 1;
+            return w;
+        }
+        return end;
+    }
     default: /* P_DATE */
         *w++ = '"';
         w = write_date(w, ((const int32_t *)p->values)[at]);
@@ -1496,7 +1562,7 @@ static int parse_part(PyObject *item, Part *p, Py_ssize_t n, Py_buffer *held, Py
         return 0;
     }
     PyObject *a = NULL, *b = NULL, *validity = Py_None;
-    int kind, large = 0, width = 0, zone = 0;
+    int kind, large = 0, width = 0, zone = 0, scale = 0;
     Py_ssize_t vlen, alen;
     const void *vbuf;
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
@@ -1518,6 +1584,8 @@ static int parse_part(PyObject *item, Part *p, Py_ssize_t n, Py_buffer *held, Py
         if (!PyArg_ParseTuple(item, "iOnO", &kind, &a, &p->offset, &validity)) return -1;
     } else if (kind == P_MICROS) {
         if (!PyArg_ParseTuple(item, "iOnpO", &kind, &a, &p->offset, &zone, &validity)) return -1;
+    } else if (kind == P_DECIMAL) {
+        if (!PyArg_ParseTuple(item, "iOniO", &kind, &a, &p->offset, &scale, &validity)) return -1;
     } else {
         PyErr_Format(PyExc_ValueError, "unknown part kind %d", kind);
         return -1;
@@ -1525,6 +1593,7 @@ static int parse_part(PyObject *item, Part *p, Py_ssize_t n, Py_buffer *held, Py
     p->large = large;
     p->width = width;
     p->zone = zone;
+    p->scale = scale;
     p->day = INT64_MIN;
     if (p->offset < 0) return too_small();
     if (hold(validity, held, nheld, &vbuf, &vlen) < 0) return -1;
@@ -1536,6 +1605,7 @@ static int parse_part(PyObject *item, Part *p, Py_ssize_t n, Py_buffer *held, Py
                       : kind == P_BOOL ? (p->offset + n + 7) / 8
                       : kind == P_MICROS || kind == P_DOUBLE ? 8 * (p->offset + n)
                       : kind == P_DATE ? 4 * (p->offset + n)
+                      : kind == P_DECIMAL ? 16 * (p->offset + n)
                       : (large ? 8 : 4) * (p->offset + n + 1);
     if (alen < need) return too_small();
     if (kind != P_RAW && kind != P_STRING) return 0;
@@ -1560,10 +1630,11 @@ PyDoc_STRVAR(join_doc,
              "(1 raw text | 2 JSON string, offsets, data, array offset, large, validity),\n"
              "(3 integers, values, array offset, width, validity), (4 booleans, bits, array offset,\n"
              "validity), (5 timestamp[us], values, array offset, zone, validity), (6 date32, values,\n"
-             "array offset, validity), (7 float64, values, array offset, validity). A null\n"
-             "(validity None: none) is written as null. Returns the joined bytes and the n + 1 row\n"
-             "boundaries (int64), or the index of a float64 part holding a value it leaves to\n"
-             "Arrow's cast (see write_double).");
+             "array offset, validity), (7 float64, values, array offset, validity), (8 decimal128,\n"
+             "values, array offset, scale, validity). A null (validity None: none) is written as\n"
+             "null. Returns the joined bytes and the n + 1 row boundaries (int64), or the index of a\n"
+             "float64 or decimal part holding a value it leaves to Arrow's cast (see write_double,\n"
+             "write_decimal).");
 
 static PyObject *join(PyObject *self, PyObject *args) {
     (void)self;
@@ -1588,6 +1659,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k < np_; k++) {
         Part *p = &parts[k];
         if (parse_part(PyTuple_GET_ITEM(parts_obj, k), p, n, held, &nheld) < 0) goto done;
+        p->index = k;
         if (p->kind == P_TEXT) guess += (int64_t)p->len * n;
         else if (p->kind == P_RAW || p->kind == P_STRING)
             guess += part_at(p, p->offset + n) - part_at(p, p->offset) + (p->kind == P_STRING ? 2 * n : 0);
@@ -1597,40 +1669,77 @@ static PyObject *join(PyObject *self, PyObject *args) {
             goto done;
         }
     }
+    /* A constant followed by a column becomes that column's lead: one step per column and row. */
+    Py_ssize_t np2 = 0;
+    for (Py_ssize_t k = 0; k < np_; k++) {
+        Part *p = &parts[k];
+        if (p->kind == P_TEXT && k + 1 < np_ && parts[k + 1].kind != P_TEXT) {
+            Part *next = &parts[k + 1];
+            next->lead = p->text;
+            next->lead_len = p->len;
+            if (p->len <= 16) memcpy(next->lead16, p->text, (size_t)p->len);
+            continue;
+        }
+        if (np2 != k) parts[np2] = *p;
+        np2++;
+    }
+    /* Room a row needs at most: the parts' fixed maxima, and its text columns' bytes. */
+    Py_ssize_t fixed = 0, *texts = calloc((size_t)np2 + 1, sizeof(Py_ssize_t)), ntexts = 0;
+    if (!texts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < np2; k++) {
+        fixed += part_fixed_max(&parts[k]);
+        if (parts[k].kind == P_RAW || parts[k].kind == P_STRING) texts[ntexts++] = k;
+    }
     Py_ssize_t cap = (Py_ssize_t)guess + 64, len = 0;
     out = PyByteArray_FromStringAndSize(NULL, cap);
     bounds = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
-    if (!out || !bounds) goto done;
+    if (!out || !bounds) {
+        free(texts);
+        goto done;
+    }
     int64_t *bo = (int64_t *)PyBytes_AS_STRING(bounds);
     bo[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        for (Py_ssize_t k = 0; k < np_; k++) {
-            Part *p = &parts[k];
-            if (p->kind == P_RAW || p->kind == P_STRING) {
-                int64_t a = part_at(p, p->offset + i), b = part_at(p, p->offset + i + 1);
-                if (a < 0 || b < a || b > p->dlen) {
-                    PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-                    goto done;
-                }
+        Py_ssize_t room = fixed;
+        for (Py_ssize_t t = 0; t < ntexts; t++) {
+            Part *p = &parts[texts[t]];
+            int64_t a = part_at(p, p->offset + i), b = part_at(p, p->offset + i + 1);
+            if (a < 0 || b < a || b > p->dlen) {
+                PyErr_SetString(PyExc_ValueError, "offsets outside the data");
+                free(texts);
+                goto done;
             }
-            Py_ssize_t room = part_max(p, p->offset + i);
-            if (room > cap - len) {
-                if (room > PY_SSIZE_T_MAX / 4 - len) {
-                    PyErr_SetString(PyExc_OverflowError, "joined rows too large");
-                    goto done;
-                }
-                cap = cap + cap / 2 > len + room ? cap + cap / 2 : len + room;
-                if (PyByteArray_Resize(out, cap) < 0) goto done;
+            room += (Py_ssize_t)(b - a) * (p->kind == P_STRING ? 6 : 1);
+        }
+        if (room > cap - len) {
+            if (room > PY_SSIZE_T_MAX / 4 - len) {
+                PyErr_SetString(PyExc_OverflowError, "joined rows too large");
+                free(texts);
+                goto done;
             }
-            u8 *w = (u8 *)PyByteArray_AS_STRING(out) + len;
-            len = (Py_ssize_t)(write_part(w, p, i) - (u8 *)PyByteArray_AS_STRING(out));
-            if (p->failed) {
-                result = PyLong_FromSsize_t(k);
+            cap = cap + cap / 2 > len + room ? cap + cap / 2 : len + room;
+            if (PyByteArray_Resize(out, cap) < 0) {
+                free(texts);
                 goto done;
             }
         }
+        u8 *base = (u8 *)PyByteArray_AS_STRING(out), *w = base + len;
+        for (Py_ssize_t k = 0; k < np2; k++) {
+            Part *p = &parts[k];
+            w = write_part(w, p, i);
+            if (p->failed) {
+                result = PyLong_FromSsize_t(p->index);
+                free(texts);
+                goto done;
+            }
+        }
+        len = (Py_ssize_t)(w - base);
         bo[i + 1] = (int64_t)len;
     }
+    free(texts);
     if (PyByteArray_Resize(out, len) < 0) goto done;
     result = Py_BuildValue("(OO)", out, bounds);
 done:

@@ -104,7 +104,7 @@ def json_lines(columns: list[tuple[str, pa.Array]], prefix: pa.Array | None = No
 
 
 #: Part kinds of the C extension's ``join`` (``P_*`` in _native/jsonscan.c).
-_RAW, _STRING, _INT, _BOOL, _MICROS, _DATE, _DOUBLE = 1, 2, 3, 4, 5, 6, 7
+_RAW, _STRING, _INT, _BOOL, _MICROS, _DATE, _DOUBLE, _DECIMAL = 1, 2, 3, 4, 5, 6, 7, 8
 #: Days of 0001-01-01 and 9999-12-31 since 1970-01-01: the years the extension writes itself.
 _FIRST_DAY, _LAST_DAY = -719162, 2932896
 _DAY_US = 86_400_000_000
@@ -112,8 +112,8 @@ _DAY_US = 86_400_000_000
 
 def _joined(native: Any, columns: list[tuple[str, pa.Array]], prefix: pa.Array | None) -> Framed:
     """:func:`json_lines` in one pass of the C extension's ``join``: strings (escaped there),
-    integers, booleans, microsecond timestamps and dates go in as their Arrow buffers; other
-    columns as the JSON text of :func:`json_fragments`."""
+    integers, booleans, microsecond timestamps, dates, float64s and decimal128s go in as their
+    Arrow buffers; other columns as the JSON text of :func:`json_fragments`."""
     n = len(prefix) if prefix is not None else len(columns[0][1])
     if n == 0:
         return memoryview(b""), np.zeros(1, dtype=np.int64)
@@ -124,7 +124,7 @@ def _joined(native: Any, columns: list[tuple[str, pa.Array]], prefix: pa.Array |
         parts += [(lead + json.dumps(name, ensure_ascii=False) + ":").encode(), _part(arr)]
     parts.append(b"}\n")
     joined = native.join(tuple(parts), n)
-    while isinstance(joined, int):  # a float64 column with a value only Arrow's cast writes
+    while isinstance(joined, int):  # a float64 or decimal column with a value only Arrow's cast writes
         parts[joined] = _text_part(_RAW, json_fragments(arrays[(joined - 1 - (prefix is not None)) // 2]))
         joined = native.join(tuple(parts), n)
     data, bounds = joined
@@ -150,6 +150,8 @@ def _part(arr: pa.Array) -> tuple:
         return (_BOOL, values, arr.offset, validity)
     if pa.types.is_float64(t):
         return (_DOUBLE, values, arr.offset, validity)
+    if isinstance(t, pa.Decimal128Type):
+        return (_DECIMAL, values, arr.offset, t.scale, validity)
     if pa.types.is_timestamp(t) and t.unit == "us" and _in_years(arr, _DAY_US):
         return (_MICROS, values, arr.offset, t.tz is not None, validity)
     if pa.types.is_date32(t) and _in_years(arr, 1):
