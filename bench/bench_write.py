@@ -23,11 +23,13 @@ runs the writer's JSON encoder and drops the bytes (transfer + encode). The rest
 gazette time is appending (gRPC to the broker, its spool, fsync and compression).
 
     .venv/bin/python bench/bench_write.py [--rows 2000000] [--partitions 2] [--rounds 1]
-        [--batch-records 10000,50000] [--jfr write.jfr] [--sinks embedded,null,gazette]
+        [--batch-records 10000,50000] [--jfr write.jfr] [--sinks embedded,null,null-go,gazette]
 
 ``--sinks`` adds, in the same run and interleaved with the floor, our write into other servers:
 ``null`` is bench/null_append_server.py (a gRPC server in its own process that answers List and
-Append and stores nothing: what the RPCs alone cost), ``gazette`` a real Gazette v0.103.0 broker
+Append and stores nothing: what the RPCs alone cost, received by Python's gRPC), ``null-go`` its
+Go twin (``gazette-peer null-append``, tests/peers/gazette-peer; needs ``make gazette``: what
+Go's gRPC, as in Gazette's brokers, costs to receive the same appends), ``gazette`` a real Gazette v0.103.0 broker
 with etcd (tests/realgazette.py; needs ``make gazette``), its journal on a file store like the
 embedded broker's. ``embedded`` is the broker above. Each gets ``ours/floor``: where ours against
 the null server is near the floor and ours against a broker is not, the broker on the same cores
@@ -104,7 +106,9 @@ def main() -> None:
     )
     ap.add_argument("--jfr", help="record one more gazette write with JFR into this file")
     ap.add_argument(
-        "--sinks", default="embedded", help="comma-separated: embedded, null, gazette (timed in the same rounds)"
+        "--sinks",
+        default="embedded",
+        help="comma-separated: embedded, null, null-go, gazette (timed in the same rounds)",
     )
     args = ap.parse_args()
     sinks = args.sinks.split(",")
@@ -120,11 +124,14 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="bench-write-")
     broker, address = spawn_broker(os.path.join(tmp, "broker"), os.path.join(tmp, "store"))
     others: dict[str, str] = {}  # sink -> broker address
-    null_proc = cluster = None
-    if "null" in sinks:
-        import null_append_server
+    null_procs = []
+    cluster = None
+    for sink in ("null", "null-go"):
+        if sink in sinks:
+            import null_append_server
 
-        null_proc, others["null"] = null_append_server.spawn()
+            proc, others[sink] = null_append_server.spawn(go=sink == "null-go")
+            null_procs.append(proc)
     if "gazette" in sinks:
         sys.path.insert(0, os.path.join(os.path.dirname(here), "tests"))
         from realgazette import GazetteCluster, require
@@ -179,7 +186,7 @@ def main() -> None:
             # run on during any case).
             all_servers = [
                 broker.pid,
-                *([null_proc.pid] if null_proc is not None else []),
+                *(p.pid for p in null_procs),
                 *(cluster.pids if cluster else []),
             ]
             cpu: dict[str, list[tuple[float, float]]] = {}
@@ -276,9 +283,9 @@ def main() -> None:
         spark.stop()
         broker.terminate()
         broker.wait(30)
-        if null_proc is not None:
-            null_proc.terminate()
-            null_proc.wait(30)
+        for proc in null_procs:
+            proc.terminate()
+            proc.wait(30)
         if cluster is not None:
             cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)

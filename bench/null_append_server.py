@@ -84,16 +84,23 @@ def serve(port: int) -> None:
     server.wait_for_termination()
 
 
-def spawn() -> tuple[subprocess.Popen, str]:
-    """Start the server in a child process; its process and address (stop it with terminate())."""
+def spawn(go: bool = False) -> tuple[subprocess.Popen, str]:
+    """Start the server in a child process; its process and address (stop it with terminate()).
+    ``go``: the Go twin instead, ``gazette-peer null-append`` (tests/peers/gazette-peer, built by
+    ``make gazette`` into .bin/): the same answers, received by Go's gRPC as Gazette's brokers do."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--port", str(port)], stdout=subprocess.PIPE, text=True
-    )
+    if go:
+        peer = os.path.join(os.path.dirname(HERE), ".bin", "gazette-peer")
+        if not os.path.exists(peer):
+            raise SystemExit(f"{peer} is missing: run `make gazette` (needs Go) for the null-go sink")
+        argv = [peer, "null-append", "--port", str(port)]
+    else:
+        argv = [sys.executable, os.path.abspath(__file__), "--port", str(port)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith("listening on "):
         proc.kill()

@@ -10,6 +10,7 @@
 //	token           mint a bearer token with Gazette's auth package
 //	flow-publish    publish Estuary Flow-shaped collection documents (UUIDs at /_meta/uuid,
 //	                ACKs, CONTROL-flag documents) into Flow-named journals
+//	null-append     serve a do-nothing Journal server (List and Append) for write benchmarks
 package main
 
 import (
@@ -26,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gazette-peer publish|read-committed|token [flags]")
+		fmt.Fprintln(os.Stderr, "usage: gazette-peer publish|read-committed|token|flow-publish|null-append [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -39,6 +40,8 @@ func main() {
 		err = runToken(os.Args[2:])
 	case "flow-publish":
 		err = runFlowPublish(os.Args[2:])
+	case "null-append":
+		err = runNullAppend(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "gazette-peer: unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)
