@@ -79,18 +79,41 @@ def machine_cpu() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_idle(pids: list[int], *, quiet: float = 0.01, every: float = 0.25, limit: float = 60.0) -> float:
+    """Wait until the processes ``pids`` together use less than ``quiet`` CPU seconds in an
+    interval of ``every`` seconds (a broker done persisting what an earlier case wrote), at most
+    ``limit`` seconds; the seconds waited. A benchmark's next case then does not pay for the
+    previous one's background work."""
+    start = time.monotonic()
+    before = sum(process_cpu(p) for p in pids)
+    while time.monotonic() - start < limit:
+        time.sleep(every)
+        now = sum(process_cpu(p) for p in pids)
+        if now - before < quiet:
+            break
+        before = now
+    return time.monotonic() - start
+
+
 def best_of(
-    cases: dict[str, Callable[[], Any]], rounds: int, *, alternate: bool = False
+    cases: dict[str, Callable[[], Any]],
+    rounds: int,
+    *,
+    alternate: bool = False,
+    before: Callable[[], Any] | None = None,
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Run every case once per round, interleaved; the best time of each and all of them.
 
     ``alternate``: every other round runs the cases in reverse order, so that no case always
     follows the same one (a case right after a long one can pay that one's JVM garbage collection).
+    ``before``: called, untimed, before each case.
     """
     all_times: dict[str, list[float]] = {k: [] for k in cases}
     for r in range(rounds):
         order = list(cases.items())
         for name, fn in reversed(order) if alternate and r % 2 else order:
+            if before is not None:
+                before()
             t = time.perf_counter()
             fn()
             all_times[name].append(time.perf_counter() - t)
