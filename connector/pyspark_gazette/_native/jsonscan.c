@@ -1624,7 +1624,7 @@ static int parse_part(PyObject *item, Part *p, Py_ssize_t n, Py_buffer *held, Py
 }
 
 PyDoc_STRVAR(join_doc,
-             "join(parts, n) -> (bytearray, bytes)\n\n"
+             "join(parts, n) -> (bytes, bytes)\n\n"
              "Row i of the result is the concatenation over parts of row i of each part: bytes are\n"
              "a constant; a tuple is a column given by its Arrow buffers, first item its kind:\n"
              "(1 raw text | 2 JSON string, offsets, data, array offset, large, validity),\n"
@@ -1694,7 +1694,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
         if (parts[k].kind == P_RAW || parts[k].kind == P_STRING) texts[ntexts++] = k;
     }
     Py_ssize_t cap = (Py_ssize_t)guess + 64, len = 0;
-    out = PyByteArray_FromStringAndSize(NULL, cap);
+    out = PyBytes_FromStringAndSize(NULL, cap); /* immutable once returned: the appender keeps a reference, not a copy */
     bounds = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
     if (!out || !bounds) {
         free(texts);
@@ -1721,12 +1721,12 @@ static PyObject *join(PyObject *self, PyObject *args) {
                 goto done;
             }
             cap = cap + cap / 2 > len + room ? cap + cap / 2 : len + room;
-            if (PyByteArray_Resize(out, cap) < 0) {
+            if (_PyBytes_Resize(&out, cap) < 0) { /* out is NULL now */
                 free(texts);
                 goto done;
             }
         }
-        u8 *base = (u8 *)PyByteArray_AS_STRING(out), *w = base + len;
+        u8 *base = (u8 *)PyBytes_AS_STRING(out), *w = base + len;
         for (Py_ssize_t k = 0; k < np2; k++) {
             Part *p = &parts[k];
             w = write_part(w, p, i);
@@ -1740,7 +1740,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
         bo[i + 1] = (int64_t)len;
     }
     free(texts);
-    if (PyByteArray_Resize(out, len) < 0) goto done;
+    if (_PyBytes_Resize(&out, len) < 0) goto done;
     result = Py_BuildValue("(OO)", out, bounds);
 done:
     Py_XDECREF(out);

@@ -61,51 +61,76 @@ log = logging.getLogger(__name__)
 
 #: A link stops taking new writes once it buffers this much (Gazette: 64 MiB).
 MAX_BATCH_BYTES = 64 << 20
-#: A link holds this much in memory; past it, its content moves to a temporary file. A journal's
-#: chain has one link being sent and one filling, so memory stays within twice this per journal.
+#: A link holds this much in memory (references to immutable writes, copies of the others); past
+#: it, its content moves to a temporary file. A journal's chain has one link being sent and one
+#: filling, so memory stays within twice this per journal.
 SPOOL_BYTES = 16 << 20
 
 
+def _frozen(data: bytes | bytearray | memoryview) -> memoryview:
+    """``data`` as a view nobody can change afterwards: no copy of ``bytes`` or of a view into
+    ``bytes`` (what the encoder writes), a copy of anything mutable (the caller may reuse it)."""
+    if type(data) is bytes:
+        return memoryview(data)
+    if isinstance(data, memoryview) and type(data.obj) is bytes and data.contiguous:
+        return data.cast("B") if data.format != "B" else data
+    return memoryview(bytes(data))
+
+
 class _Spool:
-    """A link's content: a bytearray, moved to a temporary file once it outgrows ``limit``."""
+    """A link's content: references to the writes (copies of mutable ones), moved to a temporary
+    file once they outgrow ``limit``."""
 
     def __init__(self, limit: int = SPOOL_BYTES):
         self._limit = limit
-        self._mem: bytearray | None = bytearray()
+        self._pieces: list[memoryview] | None = []
         self._file: Any = None
         self.size = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        n = len(data)
-        if self._mem is not None and self.size + n > self._limit:
+        n = len(data) if not isinstance(data, memoryview) else data.nbytes
+        if self._pieces is not None and self.size + n > self._limit:
             self._file = tempfile.TemporaryFile(prefix="gazette-append-", buffering=8 << 10)
-            self._file.write(self._mem)
-            self._mem = None
-        if self._mem is not None:
-            self._mem += data
+            for piece in self._pieces:
+                self._file.write(piece)
+            self._pieces = None
+        if self._pieces is not None:
+            if n:
+                self._pieces.append(_frozen(data))
         else:
             self._file.write(data)
         self.size += n
 
     def truncate(self, size: int) -> None:
         """Drop everything after the first ``size`` bytes."""
-        if self._mem is not None:
-            del self._mem[size:]
+        if self._pieces is not None:
+            excess = self.size - size
+            while excess > 0:
+                last = self._pieces[-1]
+                if len(last) <= excess:
+                    self._pieces.pop()
+                    excess -= len(last)
+                else:
+                    self._pieces[-1] = last[: len(last) - excess]
+                    excess = 0
         else:
             self._file.flush()
             self._file.seek(size)
             self._file.truncate()
         self.size = size
 
-    def chunks(self, size: int, chunk: int) -> Iterable[bytes]:
-        """The first ``size`` bytes, in ``chunk``-byte pieces."""
-        if self._mem is not None:
-            view = memoryview(self._mem)
-            try:
-                for at in range(0, min(size, self.size), chunk):
-                    yield bytes(view[at : min(at + chunk, size)])
-            finally:
-                view.release()
+    def chunks(self, size: int, chunk: int) -> Iterable[bytes | memoryview]:
+        """The first ``size`` bytes, in pieces of at most ``chunk`` bytes: views of what was
+        written while it is in memory (a chunk ends where a write did), else read from the file."""
+        if self._pieces is not None:
+            left = min(size, self.size)
+            for piece in self._pieces:
+                for at in range(0, len(piece), chunk):
+                    if left <= 0:
+                        return
+                    part = piece[at : at + min(chunk, left)]
+                    left -= len(part)
+                    yield part
             return
         self._file.flush()
         self._file.seek(0)
@@ -118,7 +143,7 @@ class _Spool:
             left -= len(data)
 
     def close(self) -> None:
-        self._mem = None
+        self._pieces = None
         if self._file is not None:
             self._file.close()
 

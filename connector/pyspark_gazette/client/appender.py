@@ -82,6 +82,31 @@ def _params(
     return req
 
 
+#: The Append RPC's method (protocol.proto's ``service Journal``).
+APPEND_METHOD = "/protocol.Journal/Append"
+#: The first byte of a serialized ``AppendRequest`` holding only ``content`` (field 4, bytes).
+_CONTENT_TAG = b"\x22"
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def content_message(chunk: bytes | memoryview) -> bytes:
+    """``AppendRequest(content=chunk).SerializeToString()``, made with one copy of ``chunk``
+    (the protobuf message would copy it twice more: into the message, then out of it)."""
+    return b"".join((_CONTENT_TAG, _varint(len(chunk)), chunk))
+
+
+def _serialize(message: pb.AppendRequest | bytes) -> bytes:
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
 class Appender:
     """One atomic Append RPC to ``journal``.
 
@@ -119,7 +144,7 @@ class Appender:
         else:
             self.abort()
 
-    def _messages(self) -> Iterator[pb.AppendRequest]:
+    def _messages(self) -> Iterator[pb.AppendRequest | bytes]:
         yield self.request
         while True:
             item = self._queue.get()
@@ -129,8 +154,12 @@ class Appender:
 
     def _start(self) -> None:
         self._endpoint = self._conns.append_endpoint(self.journal)
-        stub = self._conns.stub(self._endpoint)
-        self._call = stub.Append.future(self._messages(), **self._conns.call_kwargs())
+        # Content chunks go already serialized (content_message): the stub's serializer would
+        # take only AppendRequest messages.
+        append = self._conns.channel(self._endpoint).stream_unary(
+            APPEND_METHOD, request_serializer=_serialize, response_deserializer=pb.AppendResponse.FromString
+        )
+        self._call = append.future(self._messages(), **self._conns.call_kwargs())
 
     def _put(self, item: Any) -> None:
         waiting_since = time.monotonic()
@@ -186,13 +215,9 @@ class Appender:
             return
         if self._call is None:
             self._start()
-        if type(data) is bytes and len(data) <= APPEND_CHUNK_BYTES:  # a chunk already: no copy
-            self._put(pb.AppendRequest(content=data))
-            self.written += len(data)
-            return
-        view = memoryview(data)
+        view = memoryview(data).cast("B")
         for i in range(0, len(view), APPEND_CHUNK_BYTES):
-            self._put(pb.AppendRequest(content=bytes(view[i : i + APPEND_CHUNK_BYTES])))
+            self._put(content_message(view[i : i + APPEND_CHUNK_BYTES]))
         self.written += len(view)
 
     def close(self) -> pb.Fragment:
