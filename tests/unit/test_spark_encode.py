@@ -244,3 +244,33 @@ def test_the_c_joiner_writes_decimals_as_arrows_cast_or_hands_them_back(precisio
     with_nulls = pa.array([*values[:20], None], pa.decimal128(precision, scale))
     want = [f'{{"d":{t}}}\n'.encode() for t in with_nulls.cast(pa.string()).fill_null("null").to_pylist()]
     assert messages(json_lines([("d", with_nulls)])) == want
+
+
+def test_the_c_joiner_escapes_random_strings_as_the_arrow_path(monkeypatch):
+    """Strings of every length up to 40 around the 8- and 16-byte steps of the C escaper, with
+    quotes, backslashes, control characters and multi-byte characters anywhere (and nulls), in
+    slices: the bytes json_lines writes through the C extension are the Arrow path's."""
+    pytest.importorskip("pyspark_gazette._jsonscan")
+    import random
+
+    from pyspark_gazette.native import NATIVE_ENV
+
+    rng = random.Random(20261126)
+    alphabet = ["a", "b", "Z", "0", " ", '"', "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "😀", "/"]
+    weights = [30, 30, 10, 10, 5, 2, 2, 1, 1, 1, 1, 1, 2, 1, 2]
+
+    def text() -> str | None:
+        if rng.random() < 0.03:
+            return None
+        return "".join(rng.choices(alphabet, weights, k=rng.randrange(0, 41)))
+
+    values = [text() for _ in range(3000)]
+    for start in (0, 1, 7):
+        columns = [("s", pa.array(values).slice(start)), ("t", pa.array(values[::-1], pa.large_string()).slice(start))]
+        monkeypatch.delenv(NATIVE_ENV, raising=False)
+        c_data, c_offsets = json_lines(columns)
+        monkeypatch.setenv(NATIVE_ENV, "0")
+        a_data, a_offsets = json_lines(columns)
+        assert bytes(c_data) == bytes(a_data)
+        assert c_offsets.tolist() == a_offsets.tolist()
+        assert [json.loads(m)["s"] for m in messages((c_data, c_offsets))] == values[start:]

@@ -1331,7 +1331,11 @@ static inline int word_needs_escape(uint64_t x) {
     return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs ? 1 : 0;
 }
 
-static u8 *write_escaped(u8 *w, const u8 *s, Py_ssize_t len) {
+/* s[0, len) as JSON string content; ``end`` is where s's buffer ends, and the caller leaves
+ * 16 bytes of room beyond what the escaped text needs. Where the buffer allows, a tail of
+ * under 8 bytes is tested as one word (the bytes past it masked to 'a') and a run of at most
+ * 16 bytes is copied as two words: a short string then costs a few word operations. */
+static u8 *write_escaped(u8 *w, const u8 *s, Py_ssize_t len, const u8 *end) {
     Py_ssize_t run = 0, k = 0;
     while (k < len) {
         if (k + 8 <= len) {
@@ -1340,6 +1344,14 @@ static u8 *write_escaped(u8 *w, const u8 *s, Py_ssize_t len) {
             if (!word_needs_escape(x)) {
                 k += 8;
                 continue;
+            }
+        } else if (s + k + 8 <= end) {
+            uint64_t x, keep = (1ULL << (8 * (len - k))) - 1;
+            memcpy(&x, s + k, 8);
+            x = (x & keep) | (0x6161616161616161ULL & ~keep);
+            if (!word_needs_escape(x)) {
+                k = len;
+                break;
             }
         }
         Py_ssize_t stop = k + 8 < len ? k + 8 : len;
@@ -1365,6 +1377,10 @@ static u8 *write_escaped(u8 *w, const u8 *s, Py_ssize_t len) {
                 *w++ = (u8)HEXL[c & 15];
             }
         }
+    }
+    if (len - run <= 16 && s + run + 16 <= end) {
+        memcpy(w, s + run, 16);
+        return w + (len - run);
     }
     return put(w, s + run, len - run);
 }
@@ -1468,7 +1484,7 @@ static u8 *write_part(u8 *w, Part *p, Py_ssize_t j) {
         int64_t a = part_at(p, at), b = part_at(p, at + 1);
         if (p->kind == P_RAW) return put(w, p->data + a, (Py_ssize_t)(b - a));
         *w++ = '"';
-        w = write_escaped(w, p->data + a, (Py_ssize_t)(b - a));
+        w = write_escaped(w, p->data + a, (Py_ssize_t)(b - a), p->data + p->dlen);
         *w++ = '"';
         return w;
     }
