@@ -1664,7 +1664,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
     }
     Part *parts = calloc((size_t)np_ + 1, sizeof(Part));
     Py_buffer *held = calloc((size_t)np_ * 3 + 1, sizeof(Py_buffer));
-    Py_ssize_t nheld = 0;
+    Py_ssize_t nheld = 0, *texts = NULL; /* texts: the indexes of the P_RAW and P_STRING parts */
     PyObject *out = NULL, *bounds = NULL, *result = NULL;
     if (!parts || !held) {
         PyErr_NoMemory();
@@ -1700,7 +1700,8 @@ static PyObject *join(PyObject *self, PyObject *args) {
         np2++;
     }
     /* Room a row needs at most: the parts' fixed maxima, and its text columns' bytes. */
-    Py_ssize_t fixed = 0, *texts = calloc((size_t)np2 + 1, sizeof(Py_ssize_t)), ntexts = 0;
+    Py_ssize_t fixed = 0, ntexts = 0;
+    texts = calloc((size_t)np2 + 1, sizeof(Py_ssize_t));
     if (!texts) {
         PyErr_NoMemory();
         goto done;
@@ -1712,10 +1713,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
     Py_ssize_t cap = (Py_ssize_t)guess + 64, len = 0;
     out = PyBytes_FromStringAndSize(NULL, cap); /* immutable once returned: the appender keeps a reference, not a copy */
     bounds = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
-    if (!out || !bounds) {
-        free(texts);
-        goto done;
-    }
+    if (!out || !bounds) goto done;
     int64_t *bo = (int64_t *)PyBytes_AS_STRING(bounds);
     bo[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1725,7 +1723,6 @@ static PyObject *join(PyObject *self, PyObject *args) {
             int64_t a = part_at(p, p->offset + i), b = part_at(p, p->offset + i + 1);
             if (a < 0 || b < a || b > p->dlen) {
                 PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-                free(texts);
                 goto done;
             }
             room += (Py_ssize_t)(b - a) * (p->kind == P_STRING ? 6 : 1);
@@ -1733,14 +1730,10 @@ static PyObject *join(PyObject *self, PyObject *args) {
         if (room > cap - len) {
             if (room > PY_SSIZE_T_MAX / 4 - len) {
                 PyErr_SetString(PyExc_OverflowError, "joined rows too large");
-                free(texts);
                 goto done;
             }
             cap = cap + cap / 2 > len + room ? cap + cap / 2 : len + room;
-            if (_PyBytes_Resize(&out, cap) < 0) { /* out is NULL now */
-                free(texts);
-                goto done;
-            }
+            if (_PyBytes_Resize(&out, cap) < 0) goto done; /* out is NULL now */
         }
         u8 *base = (u8 *)PyBytes_AS_STRING(out), *w = base + len;
         for (Py_ssize_t k = 0; k < np2; k++) {
@@ -1748,20 +1741,19 @@ static PyObject *join(PyObject *self, PyObject *args) {
             w = write_part(w, p, i);
             if (p->failed) {
                 result = PyLong_FromSsize_t(p->index);
-                free(texts);
                 goto done;
             }
         }
         len = (Py_ssize_t)(w - base);
         bo[i + 1] = (int64_t)len;
     }
-    free(texts);
     if (_PyBytes_Resize(&out, len) < 0) goto done;
     result = Py_BuildValue("(OO)", out, bounds);
 done:
     Py_XDECREF(out);
     Py_XDECREF(bounds);
     for (Py_ssize_t k = 0; k < nheld; k++) PyBuffer_Release(&held[k]);
+    free(texts);
     free(held);
     free(parts);
     return result;
