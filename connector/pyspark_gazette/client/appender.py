@@ -82,8 +82,6 @@ def _params(
     return req
 
 
-#: The Append RPC's method (protocol.proto's ``service Journal``).
-APPEND_METHOD = "/protocol.Journal/Append"
 #: The first byte of a serialized ``AppendRequest`` holding only ``content`` (field 4, bytes).
 _CONTENT_TAG = b"\x22"
 
@@ -101,10 +99,6 @@ def content_message(chunk: bytes | memoryview) -> bytes:
     """``AppendRequest(content=chunk).SerializeToString()``, made with one copy of ``chunk``
     (the protobuf message would copy it twice more: into the message, then out of it)."""
     return b"".join((_CONTENT_TAG, _varint(len(chunk)), chunk))
-
-
-def _serialize(message: pb.AppendRequest | bytes) -> bytes:
-    return message if isinstance(message, bytes) else message.SerializeToString()
 
 
 class Appender:
@@ -154,12 +148,9 @@ class Appender:
 
     def _start(self) -> None:
         self._endpoint = self._conns.append_endpoint(self.journal)
-        # Content chunks go already serialized (content_message): the stub's serializer would
-        # take only AppendRequest messages.
-        append = self._conns.channel(self._endpoint).stream_unary(
-            APPEND_METHOD, request_serializer=_serialize, response_deserializer=pb.AppendResponse.FromString
-        )
-        self._call = append.future(self._messages(), **self._conns.call_kwargs())
+        # Content chunks go already serialized (content_message).
+        stub = self._conns.stub(self._endpoint)
+        self._call = stub.AppendSerialized.future(self._messages(), **self._conns.call_kwargs())
 
     def _put(self, item: Any) -> None:
         waiting_since = time.monotonic()

@@ -150,6 +150,26 @@ def translate_rpc_error(err: grpc.RpcError, what: str) -> GazetteError:
     return TransportError(what, name, details or "")
 
 
+#: The Append RPC's method (protocol.proto's ``service Journal``).
+APPEND_METHOD = "/protocol.Journal/Append"
+
+
+def _serialize_append(message: pb.AppendRequest | bytes) -> bytes:
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
+class JournalStub(pb_grpc.JournalStub):
+    """The generated stub, and ``AppendSerialized``: Append taking each request either as an
+    ``AppendRequest`` or already serialized (the appender's content chunks, see
+    :func:`~pyspark_gazette.client.appender.content_message`)."""
+
+    def __init__(self, channel: grpc.Channel):
+        super().__init__(channel)
+        self.AppendSerialized = channel.stream_unary(
+            APPEND_METHOD, request_serializer=_serialize_append, response_deserializer=pb.AppendResponse.FromString
+        )
+
+
 class Connections:
     """Per-process channels, stubs, auth metadata and the route cache of one cluster."""
 
@@ -157,7 +177,7 @@ class Connections:
         self.config = config
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
-        self._stubs: dict[str, pb_grpc.JournalStub] = {}
+        self._stubs: dict[str, JournalStub] = {}
         self._routes: dict[str, pb.Route] = {}
         self._closed = False
         self._bootstrap = config.addresses[0]
@@ -174,7 +194,7 @@ class Connections:
 
     # -- channels ----------------------------------------------------------------------------
 
-    def stub(self, endpoint: str | None = None) -> pb_grpc.JournalStub:
+    def stub(self, endpoint: str | None = None) -> JournalStub:
         """The stub of ``endpoint``'s channel, made once per channel (a stub builds a callable per
         RPC: making one per call cost more than the call itself when planning many journals)."""
         endpoint = endpoint or self._bootstrap
@@ -184,7 +204,7 @@ class Connections:
             with self._lock:
                 stub = self._stubs.get(endpoint)
                 if stub is None or self._channels.get(endpoint) is not channel:
-                    stub = self._stubs[endpoint] = pb_grpc.JournalStub(channel)
+                    stub = self._stubs[endpoint] = JournalStub(channel)
         return stub
 
     def channel(self, endpoint: str) -> grpc.Channel:
