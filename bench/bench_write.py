@@ -125,12 +125,12 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="bench-write-")
     broker, address = spawn_broker(os.path.join(tmp, "broker"), os.path.join(tmp, "store"))
     others: dict[str, str] = {}  # sink -> broker address
+    import null_append_server
+
     null_procs = []
     cluster = None
     for sink in ("null", "null-go"):
         if sink in sinks:
-            import null_append_server
-
             proc, others[sink] = null_append_server.spawn(go=sink == "null-go")
             null_procs.append(proc)
     if "gazette" in sinks:
