@@ -209,3 +209,74 @@ def test_append_service_bounded_attempts(appender_script):
     with pytest.raises(TransportError):
         svc.append("a/j", b"x").wait(10)
     assert len(appender_script) == 2
+
+
+class GatedAppender(ScriptedAppender):
+    """A ScriptedAppender whose RPCs finish only once the test opens the gate."""
+
+    gate = threading.Event()
+    sending = threading.Event()  # set when an RPC is in flight (sealed, waiting on the gate)
+
+    def close(self):
+        GatedAppender.sending.set()
+        assert GatedAppender.gate.wait(30), "the test never opened the gate"
+        ScriptedAppender.sent.append(self.buf)
+        return pb.Fragment(journal=self.journal, begin=0, end=len(self.buf))
+
+
+def test_a_writer_waits_for_room_when_a_full_link_waits_behind_one_in_flight(monkeypatch):
+    """Back-pressure: at most two links per journal (one being sent, one full); a third writer
+    waits until the first finishes, then its bytes go in a new link, in order."""
+    monkeypatch.setattr(svc_mod, "Appender", GatedAppender)
+    ScriptedAppender.sent = []
+    GatedAppender.gate, GatedAppender.sending = threading.Event(), threading.Event()
+    svc = svc_mod.AppendService(Connections(ClientConfig("http://h:1")), max_batch_bytes=4)
+    first = svc.append("a/j", b"aaaa")  # sent at once; its RPC waits on the gate
+    assert GatedAppender.sending.wait(10) and first._sealed
+    chain = svc._chains["a/j"]
+    second = svc.append("a/j", b"bbbb")  # fills the next link to max_batch_bytes
+    assert second is not first
+    third: list = []
+    writer = threading.Thread(target=lambda: third.append(svc.append("a/j", b"cccc")))
+    writer.start()
+    with chain.cond:  # the third writer waits for room, adding no link
+        assert chain.cond.wait_for(lambda: svc.waits_for_room >= 1, 10)
+        assert list(chain.links) == [first, second] and not third
+    GatedAppender.gate.set()
+    writer.join(10)
+    assert not writer.is_alive() and third[0] is not second
+    svc.flush(10)
+    assert ScriptedAppender.sent == [b"aaaa", b"bbbb", b"cccc"]
+
+
+def test_a_writer_waiting_for_room_gets_the_journals_error(monkeypatch):
+    """A writer waiting for room is woken by the journal's terminal error and raises it."""
+
+    class FailingGated(GatedAppender):
+        def close(self):
+            GatedAppender.sending.set()
+            assert GatedAppender.gate.wait(30)
+            raise NotAllowedError()
+
+    monkeypatch.setattr(svc_mod, "Appender", FailingGated)
+    GatedAppender.gate, GatedAppender.sending = threading.Event(), threading.Event()
+    svc = svc_mod.AppendService(Connections(ClientConfig("http://h:1")), max_batch_bytes=4)
+    first = svc.append("a/j", b"aaaa")
+    assert GatedAppender.sending.wait(10) and first._sealed
+    chain = svc._chains["a/j"]
+    svc.append("a/j", b"bbbb")
+    raised: list = []
+
+    def write():
+        try:
+            svc.append("a/j", b"cccc")
+        except NotAllowedError as e:
+            raised.append(e)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with chain.cond:
+        assert chain.cond.wait_for(lambda: svc.waits_for_room >= 1, 10)
+    GatedAppender.gate.set()
+    writer.join(10)
+    assert not writer.is_alive() and len(raised) == 1

@@ -8,6 +8,10 @@ Many small writes to a journal are coalesced into few Append RPCs:
   so concurrent writers join the *same* pending RPC; a new link is started when the tail is
   already being sent, holds more than 64 MiB, has different request parameters (registers,
   offset), or when the caller's dependencies are not a subset of the tail's;
+* back-pressure: when the tail is full and waits behind another link, a new writer waits for
+  room (the link ahead to finish) instead of starting a third link, so a writer faster than its
+  broker holds at most two full links per journal (Gazette's service lets the chain grow; Kafka's
+  producer blocks when its buffer is full, as this does);
 * a link buffers its content in memory up to :data:`SPOOL_BYTES`, and beyond that in a
   temporary file on local disk (Gazette buffers every link in a file, to bound memory; the
   in-memory start spares the common small link two copies through the kernel); while one link's
@@ -263,15 +267,18 @@ class AppendService:
         self._mu = threading.Lock()
         self._chains: dict[str, _Chain] = {}
         self._closing = False
-        #: Bytes and RPCs sent, for metrics.
+        #: Bytes and RPCs sent, and how often a writer waited for room (back-pressure), for metrics.
         self.bytes_appended = 0
         self.rpcs = 0
+        self.waits_for_room = 0
 
     def start_append(self, journal: str, *, dependencies: Iterable[AsyncAppend] = (), **params: Any) -> AsyncAppend:
         """The append the caller's writes join, locked for the caller until it releases it.
 
         ``params`` are those of :class:`~pyspark_gazette.client.appender.Appender` (registers,
-        offset, suspend). Raises the journal's terminal error if an earlier append failed.
+        offset, suspend). Raises the journal's terminal error if an earlier append failed. Waits
+        while the journal's tail is full behind a link not yet sent (see the module docstring),
+        so a caller must not hold another link of this service while it starts one.
         """
         request = _params(journal, **params)
         deps = frozenset(dependencies)
@@ -287,8 +294,14 @@ class AppendService:
                     )
                     chain.thread.start()
             with chain.cond:
+                while self._full_behind_another(chain):
+                    self.waits_for_room += 1
+                    chain.cond.notify_all()  # for observers of waits_for_room
+                    chain.cond.wait()
                 if chain.error is not None:
                     raise chain.error
+                if self._closing:
+                    raise GazetteError("append service is closed")
                 tail = chain.links[-1] if chain.links else None
                 key = request.SerializeToString(deterministic=True)
                 if (
@@ -306,6 +319,14 @@ class AppendService:
             if not tail._sealed:
                 return tail
             tail._writer.release()  # the dispatcher took it meanwhile; join the next link
+
+    def _full_behind_another(self, chain: _Chain) -> bool:
+        """Whether the chain's tail is full and not the next to be sent (the caller holds
+        ``chain.cond``): a new link now would be a third, so the writer waits for room."""
+        if chain.error is not None or self._closing or len(chain.links) < 2:
+            return False
+        tail = chain.links[-1]
+        return not tail._sealed and tail._spool.size >= self._max_batch
 
     def append(self, journal: str, data: bytes, **params: Any) -> AsyncAppend:
         """Convenience: join a batch with ``data`` and release at once."""

@@ -535,7 +535,9 @@ OPTIONS: tuple[Option, ...] = (
         "bytes",
         64 << 20,
         "An Append RPC stops taking rows once it holds about this much (the writer adds whole messages "
-        "in pieces of at most 1/8 of it).",
+        "in pieces of at most 1/8 of it). A journal holds at most two such batches, one being sent and "
+        "one filling: when both are full the writer waits for the broker, so a task faster than its "
+        "broker keeps bounded memory and disk.",
         scopes=frozenset({WRITE}),
     ),
 )
