@@ -226,4 +226,4 @@ docs-serve: $(STAMP)  ## serve the docs with live reload on http://127.0.0.1:800
 	$(PY) -m mkdocs serve
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .tools
+	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .tools .ci-cache .ci-logs

@@ -72,6 +72,15 @@ def make_install(tmp_path_factory) -> MakeInstall:
             "__pycache__",
             ".*_cache",
             "tests",
+            # what runs of the tests, CI and the quickstart leave in a checkout (GBs: package
+            # caches, the cluster tier's executor venv), which a newcomer's clone does not have
+            ".ci-*",
+            ".cluster-python",
+            ".fuzz",
+            ".hypothesis",
+            "quickstart-data",
+            "spark-warehouse",
+            "metastore_db",
         ),
     )
     # Nothing of this process's venv, python or make invocation leaks into the user's make.
