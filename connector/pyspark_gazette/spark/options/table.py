@@ -525,9 +525,11 @@ OPTIONS: tuple[Option, ...] = (
         "string",
         None,
         "A journal spec (YAML or JSON, gazctl layout without a name) used to "
-        "create journals that do not exist yet. Without it, writing to a missing journal fails.",
+        "create journals that do not exist yet. Without it, writing to a missing journal fails. "
+        "Give it a content-type label, so that reads find the framing without the framing option.",
         scopes=frozenset({WRITE}),
-        example='{"fragment": {"length": 134217728, "compression_codec": "ZSTANDARD", '
+        example='{"labels": [{"name": "content-type", "value": "application/x-ndjson"}], '
+        '"fragment": {"length": 134217728, "compression_codec": "ZSTANDARD", '
         '"stores": ["s3://bucket/gazette/"], "refresh_interval": "1m"}}',
     ),
     Option(
