@@ -131,8 +131,7 @@ EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN)
 # Everything but the cluster tier runs in TEST_WORKERS processes (pytest-xdist), a test file per
 # process at a time: the tests wait on brokers, JVMs and subprocesses much of the time, so two
 # processes keep two cores busier than one (docs/benchmarks.md, "The test suite's own time"; three
-# were slower in session 9's rehearsal: 35% of the tests done after 23 minutes, against all of
-# them in 25 minutes with two).
+# were slower: 35% of the tests done after 23 minutes, against all of them in 25 minutes with two).
 # TEST_WORKERS=0 runs them in this process, one at a time. Tests that load the machine on purpose
 # (CPU burners: EXCLUSIVE) run alone afterwards, so they slow no other test.
 TEST_WORKERS ?= 2

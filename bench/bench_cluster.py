@@ -19,8 +19,8 @@ on one worker) and on one with two (an executor on each worker), interleaved, be
 
 With ``--plan`` (and e.g. ``--fragment-mib 8``), only the typed query, on two executors,
 planned two ways with ``maxPartitionBytes`` at its default: by the driver machine's cores (the
-default since session 8) and with ``minPartitions=1`` (one partition packed up to
-``maxPartitionBytes``, the plan before): whether both executors get work.
+default) and with ``minPartitions=1`` (one partition packed up to ``maxPartitionBytes``):
+whether both executors get work.
 
 Printed: MB/s and the scaling ratio (one-executor time / two-executor time; 2.0 is linear), and
 where the CPU went during the best round: seconds of CPU of each host's executor JVM and Python
@@ -81,7 +81,7 @@ def main() -> int:
         "--plan",
         action="store_true",
         help="instead: the typed query on two executors planned by the default (bytes per core) "
-        "against minPartitions=1 (one packed partition, the plan before session 8), "
+        "against minPartitions=1 (one packed partition), "
         "maxPartitionBytes left at its default",
     )
     args = p.parse_args()

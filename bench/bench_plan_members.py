@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Planning a batch read of many small journals: each journal's write head asked of its primary
-only (before session 7), of every route member where the listing does not vouch for the
+only (the cheapest plan), of every route member where the listing does not vouch for the
 primary's answer (the default), and of every route member for every journal (the worst case:
 every listing persisted only), same run, interleaved.
 
@@ -80,7 +80,7 @@ def main() -> int:
             schema = untyped_schema(True, False)
             real = plan.spool_vouches
             modes = {
-                "primary only": lambda listed, head: True,  # before: no member asked
+                "primary only": lambda listed, head: True,  # no member asked
                 "default": real,  # members asked where the listing does not vouch
                 "every member": lambda listed, head: False,  # the worst case: every journal asked
             }

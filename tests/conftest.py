@@ -23,7 +23,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # processes they run) compile with C1 only and collect garbage on one thread: their jobs are
 # small and short, so C2's compiler threads and G1's concurrent ones cost CPU that never pays
 # back, on two cores shared by two test processes (docs/benchmarks.md, "The test suite's own
-# time", session 9: test_quickstart.py 398 s -> 222 s). Set JAVA_TOOL_OPTIONS (even empty) to
+# time": test_quickstart.py 398 s -> 222 s). Set JAVA_TOOL_OPTIONS (even empty) to
 # choose otherwise. Each JVM notes the setting on its stderr ("Picked up JAVA_TOOL_OPTIONS").
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 # Parallel test processes (pytest-xdist workers) keep the fault hooks' files apart

@@ -380,7 +380,10 @@ def cmd_fragments(args: argparse.Namespace) -> int:
 
 def checkpoint_offsets(checkpoint: str, source: int = 0) -> tuple[int, dict[str, int]]:
     """The latest committed batch of a Spark streaming checkpoint and its end offsets for the
-    ``source``-th source (``{journal: byte offset}``, as the gazette source writes them)."""
+    ``source``-th source (``{journal: byte offset}``; a read-committed stream's entries are
+    ``{"offset": ..., "producers": ...}``, of which the byte offset is taken)."""
+    from pyspark_gazette.spark.read.committed import offset_of  # pyspark: only for this command
+
     root = pathlib.Path(checkpoint)
     try:
         done = [int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit()]
@@ -398,9 +401,11 @@ def checkpoint_offsets(checkpoint: str, source: int = 0) -> tuple[int, dict[str,
         offsets = json.loads(sources[source])
     except ValueError:
         offsets = None
-    if not isinstance(offsets, dict) or not all(isinstance(v, int) for v in offsets.values()):
+    if not isinstance(offsets, dict) or not all(
+        isinstance(v, int) or (isinstance(v, dict) and isinstance(v.get("offset"), int)) for v in offsets.values()
+    ):
         raise InvalidInputError(f"--checkpoint {checkpoint}: source {source} of batch {batch} is not a gazette source")
-    return batch, offsets
+    return batch, {journal: offset_of(entry) for journal, entry in offsets.items()}
 
 
 def cmd_lag(args: argparse.Namespace) -> int:

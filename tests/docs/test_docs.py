@@ -142,6 +142,33 @@ def test_check_mode_fails_on_a_stale_page_and_passes_on_a_current_one(tmp_path, 
     assert gen.main(["--check"]) == 1
 
 
+#: Words of a development diary, which no repository text uses: it states the product's facts.
+DIARY = re.compile(r"session [0-9]|stop [0-9]|rehearsal", re.IGNORECASE)
+
+
+@pytest.mark.unit
+def test_no_tracked_text_reads_like_a_development_diary():
+    """README, docs, CHANGELOG, code, tests, benchmarks, tools, CI, Makefile, notebooks: every
+    text file git tracks (this pattern's own line excepted)."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: no list of tracked files")
+    here = pathlib.Path(__file__).resolve()
+    found = []
+    for name in listed.stdout.decode().split("\0"):
+        path = ROOT / name
+        if not name or not path.is_file():
+            continue
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # not text
+        for number, line in enumerate(text.splitlines(), 1):
+            if DIARY.search(line) and not (path.resolve() == here and DIARY.pattern in line):
+                found.append(f"{name}:{number}: {line.strip()[:120]}")
+    assert not found, "state the product's facts without the history:\n" + "\n".join(found)
+
+
 @pytest.mark.integration
 def test_site_builds_strictly(tmp_path):
     """``mkdocs build --strict``: broken links, missing pages and API references fail."""

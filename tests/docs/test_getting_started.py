@@ -1,4 +1,4 @@
-"""docs/getting-started.md's shell steps, run as written (issue 15): the broker command, then the
+"""docs/getting-started.md's shell steps, run as written: the broker command, then the
 commands of "A broker to play with" through bash, from an empty directory with only the installed
 command on PATH; then the fragment path the page shows must exist once the broker stopped.
 

@@ -1,17 +1,34 @@
-"""Monitoring a stream, as docs/monitoring.md shows: lag from the query's progress (a listener) and
-from the command line (``journals lag --checkpoint``)."""
+"""Monitoring a stream, as docs/monitoring.md shows: lag from the query's progress (a listener
+using the page's own ``lag_of``) and from the command line (``journals lag --checkpoint``), for
+plain and read-committed streams (whose offsets are ``{"offset": ..., "producers": ...}``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 import threading
 
+import pytest
 from pyspark.sql.streaming import StreamingQueryListener
 
 JOURNAL = "monitor/clicks"
+PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "monitoring.md"
+
+
+def _page_lag_of():
+    """``lag_of`` as docs/monitoring.md defines it (its first python block)."""
+    scope: dict = {
+        "query": type("Query", (), {"lastProgress": {"sources": [{"endOffset": "{}", "latestOffset": "{}"}]}})
+    }
+    exec(re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)[0], scope)
+    return scope["lag_of"]
+
+
+lag_of = _page_lag_of()
 
 
 class LagListener(StreamingQueryListener):
@@ -19,6 +36,7 @@ class LagListener(StreamingQueryListener):
 
     def __init__(self):
         self.lags: list[dict[str, int]] = []
+        self.ends: list[dict] = []  # each batch's endOffset, parsed
         self.terminated = threading.Event()  # (for the test) events arrive in order, this one last
 
     def onQueryStarted(self, event):  # noqa: N802
@@ -27,8 +45,8 @@ class LagListener(StreamingQueryListener):
     def onQueryProgress(self, event):  # noqa: N802
         for source in event.progress.sources:
             if source.latestOffset and source.endOffset:
-                latest, end = json.loads(source.latestOffset), json.loads(source.endOffset)
-                self.lags.append({j: latest[j] - end[j] for j in end})
+                self.lags.append(lag_of(source))
+                self.ends.append(json.loads(source.endOffset))
 
     def onQueryIdle(self, event):  # noqa: N802
         pass
@@ -37,10 +55,11 @@ class LagListener(StreamingQueryListener):
         self.terminated.set()
 
 
-def run_available_now(spark, broker, checkpoint) -> None:
+def run_available_now(spark, broker, checkpoint, read_committed: bool) -> None:
     query = (
         spark.readStream.format("gazette")
         .option("broker.address", broker.address)
+        .option("readCommitted", str(read_committed).lower())
         .option("startingOffsets", "earliest")
         .option("maxBytesPerTrigger", "1k")
         .load(JOURNAL)
@@ -69,7 +88,8 @@ def lag_cli(broker, checkpoint) -> subprocess.CompletedProcess:
     )
 
 
-def test_lag_from_progress_and_from_the_command_line(spark, broker, client, create_journal, tmp_path):
+@pytest.mark.parametrize("read_committed", [False, True], ids=["plain", "read-committed"])
+def test_lag_from_progress_and_from_the_command_line(spark, broker, client, create_journal, tmp_path, read_committed):
     create_journal(JOURNAL)
     first = b"".join(b'{"n": %d, "pad": "xxxxxxxxxxxxxxxxxxxxxxxx"}\n' % i for i in range(100))
     client.append(JOURNAL, first)
@@ -78,7 +98,7 @@ def test_lag_from_progress_and_from_the_command_line(spark, broker, client, crea
     listener = LagListener()
     spark.streams.addListener(listener)
     try:
-        run_available_now(spark, broker, checkpoint)
+        run_available_now(spark, broker, checkpoint, read_committed)
         assert listener.terminated.wait(120), "the listener never heard of the query's end"
     finally:
         spark.streams.removeListener(listener)
@@ -86,6 +106,8 @@ def test_lag_from_progress_and_from_the_command_line(spark, broker, client, crea
     backlog = [lag[JOURNAL] for lag in listener.lags]
     assert len(backlog) >= 2 and backlog[0] > 0 and backlog[-1] == 0
     assert backlog == sorted(backlog, reverse=True)
+    shapes = {type(end[JOURNAL]) for end in listener.ends}
+    assert shapes == ({dict} if read_committed else {int}), listener.ends
 
     out = lag_cli(broker, checkpoint)
     assert out.returncode == 0, out.stderr
