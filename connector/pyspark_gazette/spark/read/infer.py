@@ -19,8 +19,9 @@ record), the sample is inferred record by record in Python with Spark's merge ru
 
 A ``collection`` read infers its documents' schema the same way, from its journals, leaving out
 ACK and (unless asked for) control documents, and those published before a journal's truncation
-clock (its ``estuary.dev/truncated-at`` label); the sample is taken of the documents kept. The Flow columns (logical partitions not already
-document fields, ``flow_published_at``, ``_meta/op``) follow the inferred fields.
+clock (its ``estuary.dev/truncated-at`` label): the sample is taken of the documents kept. The
+Flow columns (logical partitions not already document fields, ``flow_published_at``,
+``_meta/op``) follow the inferred fields.
 
 Cost: one planning pass (the same listings a read takes) plus reading and parsing the sample;
 see docs/benchmarks.md ("Schema inference").

@@ -266,7 +266,8 @@ class _Prefetch:
 
     def __init__(self, member: GazettePartition, opts: ReadOptions, schema: StructType, builders: dict):
         self.member, self.opts, self.schema = member, opts, schema
-        self.builders = builders  # OutputBuilders by (framing, truncation), shared by the partition's prefetches
+        # OutputBuilders by (framing, truncation clock), shared by the partition's prefetches
+        self.builders = builders
         seg = member.segments[0]
         self.begin, self.end = read_from(seg, member.framing), seg.end
         self.tail = seg.tail
