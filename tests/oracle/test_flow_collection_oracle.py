@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 import uuid
 
 import peer
@@ -348,3 +349,83 @@ def test_a_stream_across_a_suspension_and_resumption(spark, target, tmp_path):
     peer.flow_publish(target.address, [eu, us], seed=14, rounds=4)  # appends resume both
     run()
     assert got() == want([eu, us])
+
+
+def label_journal(target, journal: str, name: str, value: str) -> None:
+    """Set label ``name=value`` on ``journal``'s spec with an Apply (as Flow labels a journal when a
+    backfill begins), and wait until the listing shows it."""
+    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+    from pyspark_gazette.protocol import pb
+
+    with JournalClient(ClientConfig(target.address)) as c:
+        info = c.get_journal(journal)
+        spec = pb.JournalSpec()
+        spec.CopyFrom(info.spec)
+        labels = [lb for lb in spec.labels.labels if lb.name != name] + [pb.Label(name=name, value=value)]
+        del spec.labels.labels[:]
+        spec.labels.labels.extend(sorted(labels, key=lambda lb: (lb.name, lb.value)))
+        c.apply([Change(expect_mod_revision=info.mod_revision, upsert=spec)])
+        deadline = time.monotonic() + 30
+        while c.get_journal(journal).label(name) != value:  # a broker's listing follows Etcd's watch
+            assert time.monotonic() < deadline, f"label {name} of {journal} not listed after 30 s"
+            time.sleep(0.05)
+
+
+def test_a_truncated_at_label_drops_the_documents_published_before_it(spark, target, tmp_path):
+    """Rule (Flow's shuffle): a collection read returns a journal's documents whose UUID clock is
+    at or after its ``estuary.dev/truncated-at`` label, and none before; transactions are still
+    sequenced over the whole journal, so ACKs after the label commit documents after it. A journal
+    without the label is read whole. Batch, stream and inferSchema alike; a malformed value fails
+    the read naming the journal, the label and the value."""
+    from pyspark_gazette.client import ClientConfig, JournalClient
+    from pyspark_gazette.flow.labels import TRUNCATED_AT
+    from pyspark_gazette.message import build_uuid
+    from pyspark_gazette.message.uuids import clock_now
+
+    collection = f"acme/{target.kind}/truncated/orders"
+    eu = flow_journal(target, collection, "g1", "eu")
+    us = flow_journal(target, collection, "g1", "us", "00", key_end="7fffffff")
+    split = flow_journal(target, collection, "g1", "us", "80000000")
+    # A document of a shape no later document has (a "legacy" field), published first: only a
+    # read that keeps documents before the label sees it (and infers the field).
+    legacy = {"_meta": {"uuid": str(build_uuid(bytes([1, 9, 9, 9, 9, 9]), clock_now(), 0)), "op": "c"}}
+    legacy.update(id=-1, n=-1, region="eu", legacy=True)
+    with JournalClient(ClientConfig(target.address)) as c:
+        c.append(eu, json.dumps(legacy).encode() + b"\n")
+    peer.flow_publish(target.address, [eu, us, split], seed=15, rounds=50)
+
+    def clock(line: dict) -> int:
+        return get_clock(uuid.UUID(line["uuid"]))
+
+    # Each labelled journal is cut at one of its own documents' clock (kept: clock >= label), in
+    # the middle of its transactions; the split's journal has no label.
+    lines = oracle(target, [eu, us, split])
+    cuts = {}
+    for journal, at in ((eu, 2), (us, 3)):
+        mine = [x for x in lines if x["journal"] == journal]
+        cuts[journal] = sorted(clock(x) for x in mine)[len(mine) // at]
+        label_journal(target, journal, TRUNCATED_AT, f"{cuts[journal]:016x}")
+    kept = [x for x in lines if clock(x) >= cuts.get(x["journal"], 0)]
+    dropped = [x for x in lines if x not in kept]
+    assert {x["journal"] for x in dropped} == {eu, us} and {x["journal"] for x in kept} == {eu, us, split}
+    assert any(x["doc"].get("legacy") for x in dropped)
+    assert any(x["flags"] & 0x1 for x in kept if x["journal"] in cuts)  # CONTINUE_TXN, committed by later ACKs
+
+    # Batch.
+    assert rows_of(collection_reader(spark, target, collection).load()) == want_rows(kept)
+
+    # Stream (read committed from the start of each journal).
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    stream_to_json(spark, target, collection, out, ckpt)
+    assert streamed_json(out) == sorted((x["journal"], x["offset"], json.dumps(x["doc"], sort_keys=True)) for x in kept)
+
+    # inferSchema: the sample has no document before the labels.
+    inferred = collection_reader(spark, target, collection, inferSchema="true").load()
+    assert inferred.columns == ["_meta", "id", "n", "region", "flow_published_at", "_meta/op"]
+    got = sorted((r.n, r.id, r.region, r["_meta/op"]) for r in inferred.collect())
+    assert got == sorted((x["doc"]["n"], x["doc"]["id"], x["doc"]["region"], x["doc"]["_meta"]["op"]) for x in kept)
+
+    # A value that is not 16 lowercase hex digits fails the read, naming journal, label and value.
+    label_journal(target, split, TRUNCATED_AT, "2026-11-28")
+    with pytest.raises(Exception, match=f"journal '{split}' has label estuary.dev/truncated-at='2026-11-28'"):
+        collection_reader(spark, target, collection).load().collect()

@@ -12,12 +12,14 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from pyspark_gazette.errors import OptionError
 from pyspark_gazette.flow.documents import CONTROL, is_ack, is_control
 from pyspark_gazette.flow.labels import (
+    TRUNCATED_AT,
     PartitionValueError,
     collection_selector,
     decode_value,
     encode_value,
     label_partitions,
     name_partitions,
+    truncated_at,
 )
 from pyspark_gazette.message import NDJSON, build_uuid
 from pyspark_gazette.message.uuids import Flags, clock_from_unix, clock_to_micros
@@ -233,6 +235,34 @@ def test_control_documents_on_request():
     schema = StructType([StructField("value", StringType()), StructField("flow_published_at", TimestampType())])
     got = output_builder(schema, opts, NDJSON).build(JOURNAL, _msgs(DOCS)).to_pydict()
     assert [json.loads(v)["_meta"].get("backfillBegin", False) for v in got["value"]] == [False, True, False, False]
+
+
+def test_truncated_at_label_is_the_clock_in_fixed_width_hex():
+    clock = clock_from_unix(T0 + 3)
+    labels = [("estuary.dev/collection", "acme/orders"), (TRUNCATED_AT, f"{clock:016x}")]
+    assert truncated_at(JOURNAL, labels) == clock
+    assert truncated_at(JOURNAL, labels[:1]) == 0  # no label: nothing truncated
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "not-a-clock", "1EC5F0F2A1B2C3D4", "1ec5f0f2a1b2c3d", "01ec5f0f2a1b2c3d4", " 1ec5f0f2a1b2c3d"]
+)
+def test_a_malformed_truncated_at_label_names_journal_label_and_value(bad):
+    with pytest.raises(OptionError) as e:
+        truncated_at(JOURNAL, [(TRUNCATED_AT, bad)])
+    assert f"journal {JOURNAL!r} has label estuary.dev/truncated-at={bad!r}" in str(e.value)
+
+
+def test_builder_drops_documents_published_before_the_truncation_clock():
+    """The clock itself is kept (Flow keeps documents with clock >= the label); the ACK at T0+4
+    is never a row; the control document at T0+2 is dropped by its clock, even on request."""
+    schema = StructType([StructField("value", StringType()), StructField("flow_published_at", TimestampType())])
+    for control in ("false", "true"):
+        opts = ReadOptions.parse({**ADDR, "collection": "acme/orders", "collection.controlDocuments": control}, env={})
+        got = output_builder(schema, opts, NDJSON, clock_from_unix(T0 + 3)).build(JOURNAL, _msgs(DOCS)).to_pydict()
+        assert [json.loads(v)["id"] for v in got["value"]] == [2, 3]
+    opts = ReadOptions.parse({**ADDR, "collection": "acme/orders"}, env={})
+    assert output_builder(schema, opts, NDJSON, clock_from_unix(T0 + 6)).build(JOURNAL, _msgs(DOCS)) is None
 
 
 def test_typed_schema_with_partition_columns_typed_by_the_user():

@@ -12,6 +12,11 @@ field order) and ``pivot=<key begin>``. Values are encoded as:
 Flow selects a collection's journals with the collection label plus a ``name:prefix`` of the
 template name and ``/``, and narrows them with partition selectors (``include`` / ``exclude``
 maps of field to values), encoded the same way.
+
+When a backfill begins, Flow labels the collection's journals ``estuary.dev/truncated-at=<clock>``:
+the message-UUID clock of the backfill's start as 16 lowercase hex digits (fixed width, so the
+text orders as the number). Documents of the journal published before that clock are no longer
+part of the collection; an absent label truncates nothing (:func:`truncated_at`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ COLLECTION = "estuary.dev/collection"
 FIELD_PREFIX = "estuary.dev/field/"
 KEY_BEGIN = "estuary.dev/key-begin"
 KEY_END = "estuary.dev/key-end"
+TRUNCATED_AT = "estuary.dev/truncated-at"
 #: The last path segment of a Flow journal name: ``pivot=<key begin, hex>``.
 PIVOT = "pivot"
 
@@ -90,6 +96,22 @@ def name_partitions(journal: str) -> dict[str, Any]:
     return out
 
 
+def truncated_at(journal: str, labels: Iterable[tuple[str, str]]) -> int:
+    """The clock of a journal's ``estuary.dev/truncated-at`` label, 0 without one. A value other
+    than 16 lowercase hex digits raises :class:`~pyspark_gazette.errors.OptionError` naming the
+    journal, the label and the value."""
+    value = next((v for name, v in labels if name == TRUNCATED_AT), None)
+    if value is None:
+        return 0
+    if len(value) != 16 or value.strip("0123456789abcdef"):
+        raise OptionError(
+            "collection",
+            f"journal {journal!r} has label {TRUNCATED_AT}={value!r}, which is not a Flow truncation clock "
+            "(16 lowercase hex digits of a message-UUID clock)",
+        )
+    return int(value, 16)
+
+
 def journal_prefix(collection: str, prefix: str | None = None) -> str:
     """The ``name:prefix`` Flow selects a collection's journals with: the partition template's
     name and ``/`` (``prefix`` when known, e.g. from an authorization), else the collection name
@@ -150,6 +172,7 @@ __all__ = [
     "KEY_BEGIN",
     "KEY_END",
     "PIVOT",
+    "TRUNCATED_AT",
     "PartitionValueError",
     "collection_selector",
     "decode_value",
@@ -158,4 +181,5 @@ __all__ = [
     "label_partitions",
     "name_partitions",
     "parse_partition_selector",
+    "truncated_at",
 ]

@@ -189,7 +189,7 @@ def prune(parts: list[GazettePartition], p: Pruning) -> list[GazettePartition]:
             and (p.mod_time_max is None or (s.mod_time and s.mod_time <= p.mod_time_max))
         )
         if segs:
-            out.append(GazettePartition(len(out), part.journal, part.framing, segs))
+            out.append(GazettePartition(len(out), part.journal, part.framing, segs, part.truncated_at))
     return out
 
 

@@ -143,8 +143,9 @@ class CommittedStreamPartition(GazettePartition):
         lookback_cut: bool,
         producers: tuple[ProducerState, ...] | None = None,
         replay_segments: tuple = (),
+        truncated_at: int = 0,
     ):
-        super().__init__(index, journal, framing, segments)
+        super().__init__(index, journal, framing, segments, truncated_at)
         object.__setattr__(self, "emit_from", emit_from)
         object.__setattr__(self, "lookback_cut", lookback_cut)
         object.__setattr__(self, "producers", producers)
@@ -183,7 +184,9 @@ def committed_partition(snap: Snapshot, start, end: int, opts: ReadOptions, inde
             replay = tuple(segments(snap, min(opened), s, opts, start_is_boundary=True))
         except Exception:  # a hole before the batch: replays go through the broker, which reports it
             replay = ()
-    return CommittedStreamPartition(index, snap.name, snap.framing, tuple(segs), s, cut, producers, replay)
+    return CommittedStreamPartition(
+        index, snap.name, snap.framing, tuple(segs), s, cut, producers, replay, snap.truncated_at
+    )
 
 
 class _Quiet(logging.Filter):
@@ -321,7 +324,7 @@ def read_committed_batches(
     part: CommittedStreamPartition, opts: ReadOptions, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of one read-committed micro-batch partition (executor side)."""
-    builder = output_builder(schema, opts, part.framing)
+    builder = output_builder(schema, opts, part.framing, part.truncated_at)
     # A window cut by the lookback (an offset without state) keeps the sequencer's own filter,
     # which reports transactions that may have begun before the window.
     window: FastWindow | WindowFilter = WindowFilter(part, opts) if part.lookback_cut else FastWindow(part, opts)

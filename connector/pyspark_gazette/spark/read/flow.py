@@ -6,6 +6,10 @@ with :class:`FlowOutputBuilder` instead of the plain
 
 - it drops ACK documents (they commit transactions; never data) and, unless
   ``collection.controlDocuments=true``, Flow's control documents (UUID flag CONTROL, 0x4);
+- it drops the documents published before the journal's truncation clock (its
+  ``estuary.dev/truncated-at`` label, carried by the partition): the read-committed sequencing
+  before this builder saw them all, so the ACKs among them still commit transactions whose later
+  documents are kept, as in Flow's shuffle;
 - it fills the Flow columns of the query's schema: ``flow_published_at`` (the time of the
   document's UUID clock, as Flow's materializations project it), ``_meta/op`` (the document's
   change operation) and one column per logical partition field, decoded from the journal's
@@ -90,6 +94,18 @@ def _flags_and_clocks(msgs: Messages, framing: Framing, opts: ReadOptions) -> li
     return [(p[2], p[1]) if p else None for p in uuid_parts(msgs.values, framing, opts.uuid_pointer, opts.uuid_field)]
 
 
+def kept(part: tuple[int, int] | None, control_documents: bool, truncated_at: int) -> bool:
+    """Whether a collection read returns a document of (UUID flags, clock) ``part``: not an ACK,
+    not a control document unless ``collection.controlDocuments``, and not published before the
+    journal's truncation clock (a document without a UUID has no clock, and is kept)."""
+    if part is None:
+        return True
+    flags, clock = part
+    if is_ack(flags) or (is_control(flags) and not control_documents):
+        return False
+    return clock >= truncated_at
+
+
 def _partition_array(value: Any, dtype: pa.DataType, n: int, journal: str, column: str) -> pa.Array:
     if pa.types.is_string(dtype) and value is not None and not isinstance(value, str):
         value = json.dumps(value)
@@ -103,21 +119,24 @@ def _partition_array(value: Any, dtype: pa.DataType, n: int, journal: str, colum
         ) from None
 
 
-def output_builder(schema: StructType, opts: ReadOptions, framing: Framing) -> OutputBuilder | FlowOutputBuilder:
+def output_builder(
+    schema: StructType, opts: ReadOptions, framing: Framing, truncated_at: int = 0
+) -> OutputBuilder | FlowOutputBuilder:
     """The builder of a partition's record batches: Flow's for a ``collection`` read (ACK and
-    control documents dropped, Flow's columns filled), else the plain one."""
+    control documents, and those before the journal's truncation clock ``truncated_at``,
+    dropped; Flow's columns filled), else the plain one."""
     if opts.collection:
-        return FlowOutputBuilder(schema, opts, framing)
+        return FlowOutputBuilder(schema, opts, framing, truncated_at)
     return OutputBuilder(schema, opts, framing)
 
 
 class FlowOutputBuilder:
     """Builds one partition's record batches for a ``collection`` read (see the module doc)."""
 
-    def __init__(self, schema: StructType, opts: ReadOptions, framing: Framing):
+    def __init__(self, schema: StructType, opts: ReadOptions, framing: Framing, truncated_at: int = 0):
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        self.schema, self.opts, self.framing = schema, opts, framing
+        self.schema, self.opts, self.framing, self.truncated_at = schema, opts, framing, truncated_at
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self._builders: dict[frozenset[str], tuple[Any, str]] = {}
         self._malformed = 0
@@ -144,10 +163,7 @@ class FlowOutputBuilder:
 
     def build(self, journal: str, msgs: Messages) -> pa.RecordBatch | None:
         parts = _flags_and_clocks(msgs, self.framing, self.opts)
-        keep = [
-            not (p is not None and (is_ack(p[0]) or (is_control(p[0]) and not self.opts.control_documents)))
-            for p in parts
-        ]
+        keep = [kept(p, self.opts.control_documents, self.truncated_at) for p in parts]
         if not any(keep):
             return None
         if not all(keep):

@@ -18,8 +18,10 @@ record), the sample is inferred record by record in Python with Spark's merge ru
 (``columnNameOfCorruptRecord``) is added, sorted among the fields, as Spark adds it.
 
 A ``collection`` read infers its documents' schema the same way, from its journals, leaving out
-ACK and (unless asked for) control documents; the Flow columns (logical partitions not already
-document fields, ``flow_published_at``, ``_meta/op``) follow the inferred fields.
+ACK and (unless asked for) control documents, and those published before a journal's truncation
+clock (its ``estuary.dev/truncated-at`` label): the sample is taken of the documents kept. The
+Flow columns (logical partitions not already document fields, ``flow_published_at``,
+``_meta/op``) follow the inferred fields.
 
 Cost: one planning pass (the same listings a read takes) plus reading and parsing the sample;
 see docs/benchmarks.md ("Schema inference").
@@ -48,11 +50,11 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.errors import OptionError
-from pyspark_gazette.flow.documents import is_ack, is_control
 from pyspark_gazette.message.framing import NDJSON
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.arrow_output import untyped_schema, uuid_parts
 from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
+from pyspark_gazette.spark.read.flow import kept
 from pyspark_gazette.spark.read.pack import PackedPartition
 from pyspark_gazette.spark.read.plan import GazettePartition
 from pyspark_gazette.spark.read.segments import partition_messages
@@ -66,22 +68,19 @@ def infer_schema(opts: ReadOptions) -> StructType:
     raw = untyped_schema(False, False)
     parts = GazetteBatchReader(opts, raw).partitions()
     values = [v for v in sample(parts, opts) if v.strip()]
-    if opts.collection:
-        values = _documents(values, opts)
     return infer_values(values, opts.corrupt_column)
 
 
-def _documents(values: list[bytes], opts: ReadOptions) -> list[bytes]:
-    """A collection's sampled messages less those its reads never return: ACK documents, and
-    control documents unless ``collection.controlDocuments`` asks for them (by their UUID flags)."""
-    parts = uuid_parts(pa.array(values, pa.binary()), NDJSON, opts.uuid_pointer, opts.uuid_field)
-    keep = []
-    for value, part in zip(values, parts, strict=True):
-        flags = part[2] if part else 0
-        if is_ack(flags) or (is_control(flags) and not opts.control_documents):
-            continue
-        keep.append(value)
-    return keep
+def _documents(values: pa.Array, opts: ReadOptions, truncated_at: int) -> list[bytes]:
+    """A collection's messages less those its reads never return (by their UUID flags and clocks,
+    :func:`~pyspark_gazette.spark.read.flow.kept`): ACK documents, control documents unless
+    ``collection.controlDocuments`` asks for them, and those before ``truncated_at``."""
+    parts = uuid_parts(values, NDJSON, opts.uuid_pointer, opts.uuid_field)
+    return [
+        value
+        for value, part in zip(values.to_pylist(), parts, strict=True)
+        if kept((part[2], part[1]) if part else None, opts.control_documents, truncated_at)
+    ]
 
 
 def sample(parts: Sequence[InputPartition], opts: ReadOptions) -> list[bytes]:
@@ -97,8 +96,8 @@ def sample(parts: Sequence[InputPartition], opts: ReadOptions) -> list[bytes]:
         taken = 0
         gen = _messages(part, opts)
         try:
-            for msgs in gen:
-                for v in msgs.values.to_pylist():
+            for values, truncated_at in gen:
+                for v in _documents(values, opts, truncated_at) if opts.collection else values.to_pylist():
                     out.append(v)
                     taken += len(v) + 1
                     if taken >= share:
@@ -119,7 +118,8 @@ def _messages(part: InputPartition, opts: ReadOptions) -> Generator[Any, None, N
             raise OptionError(
                 "inferSchema", f"needs ndjson journals; journal {member.journal!r} is framed as {member.framing}"
             )
-        yield from partition_messages(member, opts)
+        for msgs in partition_messages(member, opts):
+            yield msgs.values, member.truncated_at
 
 
 def infer_values(values: list[bytes], corrupt_column: str = "_corrupt_record") -> StructType:

@@ -122,7 +122,7 @@ def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazetteP
     out: list[GazettePartition] = []
     for part in parts:
         if opts.read_committed or part.length <= target:
-            out.append(GazettePartition(len(out), part.journal, part.framing, part.segments))
+            out.append(GazettePartition(len(out), part.journal, part.framing, part.segments, part.truncated_at))
             continue
         pieces = [
             p
@@ -138,7 +138,7 @@ def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazetteP
             done += piece.length
         for g in groups:
             if g:
-                out.append(GazettePartition(len(out), part.journal, part.framing, tuple(g)))
+                out.append(GazettePartition(len(out), part.journal, part.framing, tuple(g), part.truncated_at))
     return out
 
 
@@ -169,7 +169,7 @@ def pack(
     for i, group in enumerate(groups):
         if len(group) == 1:
             only = group[0]
-            out.append(GazettePartition(i, only.journal, only.framing, only.segments))
+            out.append(GazettePartition(i, only.journal, only.framing, only.segments, only.truncated_at))
         else:
             out.append(PackedPartition(i, tuple(group)))
     return out
@@ -266,7 +266,8 @@ class _Prefetch:
 
     def __init__(self, member: GazettePartition, opts: ReadOptions, schema: StructType, builders: dict):
         self.member, self.opts, self.schema = member, opts, schema
-        self.builders = builders  # OutputBuilders by framing, shared by the partition's prefetches
+        # OutputBuilders by (framing, truncation clock), shared by the partition's prefetches
+        self.builders = builders
         seg = member.segments[0]
         self.begin, self.end = read_from(seg, member.framing), seg.end
         self.tail = seg.tail
@@ -295,11 +296,11 @@ class _Prefetch:
         if self.tail:  # the piece as read: to the write head the broker answered with
             (seg,) = member.segments
             seg = dataclasses.replace(seg, end=self.begin + len(content), tail=False)
-            member = GazettePartition(member.index, member.journal, member.framing, (seg,))
-        framing = member.framing
-        builder = self.builders.get(framing)
+            member = GazettePartition(member.index, member.journal, member.framing, (seg,), member.truncated_at)
+        key = (member.framing, member.truncated_at)
+        builder = self.builders.get(key)
         if builder is None:
-            builder = self.builders[framing] = output_builder(self.schema, self.opts, framing)
+            builder = self.builders[key] = output_builder(self.schema, self.opts, *key)
         return _read_all(member, self.opts, self.schema, content, builder)
 
     def _content(self) -> bytes | None:

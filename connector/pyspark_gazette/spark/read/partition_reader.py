@@ -43,7 +43,7 @@ def read_batches(
     ``builder``: an :class:`OutputBuilder` of ``schema`` for ``part``'s framing to reuse (building
     one costs more than a one-message piece)."""
     if builder is None:
-        builder = output_builder(schema, opts, part.framing)
+        builder = output_builder(schema, opts, part.framing, part.truncated_at)
     committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
 
     def messages() -> Iterator[Messages]:

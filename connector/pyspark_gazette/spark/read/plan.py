@@ -51,6 +51,7 @@ from pyspark_gazette.client.heads import sweep_heads
 from pyspark_gazette.client.list_apply import list_fragments_many
 from pyspark_gazette.client.settle import settle, spool_vouches
 from pyspark_gazette.errors import GazetteError, OptionError, StoreError, redact_url
+from pyspark_gazette.flow.labels import truncated_at
 from pyspark_gazette.fragments import FragmentRef, require_package
 from pyspark_gazette.message import Framing
 from pyspark_gazette.protocol import pb
@@ -102,12 +103,18 @@ class GazettePartition(InputPartition):
     journal: str
     framing: Framing
     segments: tuple[Segment, ...]
+    #: A ``collection`` read's truncation clock of the journal (its ``estuary.dev/truncated-at``
+    #: label): documents published before it are not returned. 0: none.
+    truncated_at: int
 
-    def __init__(self, index: int, journal: str, framing: Framing, segments: tuple[Segment, ...]):
+    def __init__(
+        self, index: int, journal: str, framing: Framing, segments: tuple[Segment, ...], truncated_at: int = 0
+    ):
         object.__setattr__(self, "index", index)
         object.__setattr__(self, "journal", journal)
         object.__setattr__(self, "framing", framing)
         object.__setattr__(self, "segments", segments)
+        object.__setattr__(self, "truncated_at", truncated_at)
         object.__setattr__(self, "value", index)
 
     @property
@@ -125,6 +132,8 @@ class Snapshot:
     write_head: int
     #: The primary's endpoint at planning ('' when unknown): broker segments are read there first.
     endpoint: str = ""
+    #: The truncation clock of a ``collection`` read (:func:`truncation_of`); 0 otherwise.
+    truncated_at: int = 0
 
     @property
     def name(self) -> str:
@@ -133,6 +142,15 @@ class Snapshot:
     @property
     def earliest(self) -> int:
         return self.fragments[0].spec.begin if self.fragments else self.write_head
+
+
+def truncation_of(info: JournalInfo, opts: ReadOptions) -> int:
+    """The clock a ``collection`` read's documents of ``info`` start at: its Flow
+    ``estuary.dev/truncated-at`` label (:func:`~pyspark_gazette.flow.labels.truncated_at`), as
+    Flow's readers apply it; 0 for other reads, which return every document."""
+    if not opts.collection:
+        return 0
+    return truncated_at(info.name, ((lb.name, lb.value) for lb in info.spec.labels.labels))
 
 
 def fully_suspended_at(info: JournalInfo) -> int | None:
@@ -196,7 +214,7 @@ def take_snapshot(
     empty at its resumption offset, with no RPC (:func:`fully_suspended_at`)."""
     at = fully_suspended_at(info)
     if at is not None:
-        return Snapshot(info, framing_of(info, opts.framing), (), at)
+        return Snapshot(info, framing_of(info, opts.framing), (), at, truncated_at=truncation_of(info, opts))
     listed = client.list_fragments(info.name, signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None)
     return _snapshot(client, info, listed, opts, need=need, ask_primary=ask_primary)
 
@@ -212,7 +230,8 @@ def _snapshot(
 ) -> Snapshot:
     ttl = SIGNED_URL_TTL if opts.signed_urls else None
     done = settle(client.conns, info.name, listed, need=need, signature_ttl=ttl, ask_primary=ask_primary)
-    return Snapshot(info, framing_of(info, opts.framing), done.fragments, done.head, done.endpoint)
+    framing, truncation = framing_of(info, opts.framing), truncation_of(info, opts)
+    return Snapshot(info, framing, done.fragments, done.head, done.endpoint, truncation)
 
 
 def resolve_offset(snap: Snapshot, spec: str | dict[str, int] | None, default: str, option: str) -> int:
@@ -337,7 +356,7 @@ def partition(
     if not segs:
         return []
     if opts.read_committed:
-        return [GazettePartition(first_index, snap.name, snap.framing, tuple(segs))]
+        return [GazettePartition(first_index, snap.name, snap.framing, tuple(segs), snap.truncated_at)]
     limit = opts.max_partition_bytes
     groups: list[list[Segment]] = []
     current: list[Segment] = []
@@ -360,7 +379,10 @@ def partition(
         current.append(seg)
         size += seg.length
     flush()
-    return [GazettePartition(first_index + i, snap.name, snap.framing, tuple(g)) for i, g in enumerate(groups)]
+    return [
+        GazettePartition(first_index + i, snap.name, snap.framing, tuple(g), snap.truncated_at)
+        for i, g in enumerate(groups)
+    ]
 
 
 def merge_broker_runs(segs: Sequence[Segment]) -> list[Segment]:

@@ -135,7 +135,14 @@ def aligned_spans(framing: Framing, start: int, end: int, size: int) -> list[tup
 
 
 def aligned_partitions(
-    journal: str, framing: Framing, start: int, end: int, segs: list, size: int, first_index: int
+    journal: str,
+    framing: Framing,
+    start: int,
+    end: int,
+    segs: list,
+    size: int,
+    first_index: int,
+    truncated_at: int = 0,
 ) -> list:
     """Partitions of ``[start, end)`` cut at absolute multiples of ``size``, one per chunk.
 
@@ -154,7 +161,9 @@ def aligned_partitions(
             if b < e:
                 boundary = seg.boundary if b == seg.begin else False
                 pieces.append(dataclasses.replace(seg, begin=b, end=e, boundary=boundary))
-        out.append(GazettePartition(first_index + len(out), journal, framing, tuple(merge_broker_runs(pieces))))
+        out.append(
+            GazettePartition(first_index + len(out), journal, framing, tuple(merge_broker_runs(pieces)), truncated_at)
+        )
     return out
 
 
@@ -441,7 +450,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 spans = aligned_spans(snap.framing, s, e, size)
                 pieces.extend(
-                    aligned_partitions(snap.name, snap.framing, s, e, segments(snap, s, e, self.opts), size, 0)
+                    aligned_partitions(
+                        snap.name, snap.framing, s, e, segments(snap, s, e, self.opts), size, 0, snap.truncated_at
+                    )
                 )
             weights.extend(hi - lo for lo, hi in spans)
         return pack(pieces, self.opts, weights)
