@@ -136,3 +136,21 @@ def test_a_temporary_view_still_takes_inserts(spark, broker, client, create_jour
         assert len(rows(client, "sql/view")) == len(LINES) + 1
     finally:
         spark.sql("DROP VIEW IF EXISTS orders_view")
+
+
+def test_a_flow_collection_read_written_back_into_its_journals_is_refused(spark, broker, client, create_journal):
+    """A ``collection`` read covers the collection's journals: routing by its journal column, or a
+    journal option naming one of them, is refused; another journal takes the rows."""
+    journal = "acme/orders/g1/region=eu/pivot=00"
+    labels = {"estuary.dev/collection": "acme/orders", "estuary.dev/field/region": "eu"}
+    create_journal(journal, labels=labels)
+    create_journal("acme/copy")
+    df = (
+        spark.read.format("gazette").option("broker.address", broker.address).option("collection", "acme/orders").load()
+    )
+    with pytest.raises(Exception, match=refused("acme/orders")):
+        write(df, broker).save()
+    with pytest.raises(Exception, match=refused(journal)):
+        write(df.select("value"), broker, journal=journal).save()
+    assert client.read_all(journal) == b""
+    write(df.select("value"), broker, journal="acme/copy").save()  # an empty collection: nothing to copy

@@ -51,8 +51,12 @@ class Read:
     selector: str | None
     #: Digest of the options the read was made with (see :func:`fingerprint`).
     options: str
+    #: A Flow collection read: the collection (whose journals ``selector`` selects).
+    collection: str | None = None
 
     def describe(self) -> str:
+        if self.collection:
+            return f"the journals of collection {self.collection!r}"
         if self.selector:
             return f"the journals matching selector {self.selector!r}"
         names = ", ".join(map(repr, self.journals))
@@ -103,7 +107,7 @@ def marks(schema: StructType, options: Mapping[str, str]) -> tuple[tuple[str, Re
         if not text:
             continue
         v = json.loads(text)
-        read = Read(tuple(v["brokers"]), tuple(v["journals"]), v["selector"], v["options"])
+        read = Read(tuple(v["brokers"]), tuple(v["journals"]), v["selector"], v["options"], v.get("collection"))
         if read.options != own:
             out.append((f.name, read))
     return tuple(out)
@@ -134,5 +138,13 @@ def check_target(info: JournalInfo, reads: tuple[tuple[str, Read], ...], address
             )
 
 
-def read_of(address: str, journals: tuple[str, ...], selector: str | None, options: Mapping[str, str]) -> Read:
-    return Read(brokers(address), tuple(sorted({base_journal(j) for j in journals})), selector, fingerprint(options))
+def read_of(
+    address: str,
+    journals: tuple[str, ...],
+    selector: str | None,
+    options: Mapping[str, str],
+    collection: str | None = None,
+) -> Read:
+    """The :class:`Read` of a gazette read with these options."""
+    names = tuple(sorted({base_journal(j) for j in journals}))
+    return Read(brokers(address), names, selector, fingerprint(options), collection)

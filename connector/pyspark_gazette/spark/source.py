@@ -106,7 +106,7 @@ class GazetteDataSource(DataSource):
     def _infer_schema(self, opts: ReadOptions) -> StructType:
         """The read's schema; the connector's own columns marked with what they were read from
         (:mod:`~pyspark_gazette.spark.lineage`), the documents' columns left as inferred."""
-        read = lineage.read_of(opts.connection.address, opts.journals, opts.selector, self.options)
+        read = lineage.read_of(opts.connection.address, opts.journals, opts.selector, self.options, opts.collection)
         if opts.collection:
             flow = lineage.mark(_collection_schema(opts), read)
             return with_flow_columns(infer_schema(opts), flow) if opts.infer_schema else flow
