@@ -93,6 +93,18 @@ def test_journal_option_naming_a_source_journal_is_refused_whichever_columns_pas
     assert rows(client, "shop/a") == LINES and rows(client, "shop/b") == []
 
 
+def test_save_path_naming_the_load_path_is_refused(spark, broker, client, create_journal):
+    """``load(A)`` then ``save(A)`` with the same other options: the write's options are the
+    read's, yet the rows would still land in A."""
+    create_journal("shop/orders")
+    fill(client, "shop/orders")
+    df = read(spark, broker, "shop/orders")
+    for passed in (df.select("value"), df):
+        with pytest.raises(Exception, match=refused("shop/orders")):
+            write(passed, broker).save("shop/orders")
+    assert rows(client, "shop/orders") == LINES
+
+
 def test_journal_option_matching_the_read_selector_is_refused(spark, broker, client, create_journal):
     create_journal("shop/orders", labels={"app": "shop"})
     create_journal("shop/returns", labels={"app": "shop"})

@@ -16,7 +16,8 @@ were read from, and a write checks the marks of its input before anything is app
 Both are refused unless ``allowWriteToSource`` is true. Documents' columns (``inferSchema``,
 a user's ``.schema(...)``) carry no mark, so their schemas stay those Spark's JSON reader
 gives. A relation's own schema, handed to ``INSERT INTO`` a temporary view, is not evidence of
-a read: a mark made from the write's own options is ignored (catalog tables keep no marks).
+a read: a schema that is exactly one read's, made with the write's own options, is left to the
+row check (catalog tables keep no marks).
 What a mark cannot show, the write task's check of the rows' ``journal``/``_journal`` names
 still does (:meth:`~pyspark_gazette.spark.write.task.WriteTask._check_source`).
 """
@@ -53,6 +54,8 @@ class Read:
     options: str
     #: A Flow collection read: the collection (whose journals ``selector`` selects).
     collection: str | None = None
+    #: The columns of the read's schema.
+    columns: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.collection:
@@ -81,7 +84,7 @@ def brokers(address: str) -> tuple[str, ...]:
 
 def mark(schema: StructType, read: Read) -> StructType:
     """``schema`` with every column marked as read by ``read``."""
-    text = json.dumps(dataclasses.asdict(read), sort_keys=True)
+    text = json.dumps(dataclasses.asdict(dataclasses.replace(read, columns=tuple(schema.names))), sort_keys=True)
     return StructType(
         [StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), MARK_KEY: text}) for f in schema.fields]
     )
@@ -98,8 +101,9 @@ def unmark(schema: StructType) -> StructType:
 
 
 def marks(schema: StructType, options: Mapping[str, str]) -> tuple[tuple[str, Read], ...]:
-    """``(column, read)`` of every marked column, leaving out reads made with ``options`` (the
-    write's own): ``INSERT INTO`` a view hands the writer the view's schema."""
+    """``(column, read)`` of every marked column. ``INSERT INTO`` a view hands the writer the
+    view's own schema, which is no evidence of a read: a schema that is exactly a read's, made
+    with the write's own ``options``, is left out (the task's row check still sees it)."""
     own = fingerprint(options)
     out = []
     for f in schema.fields:
@@ -107,8 +111,15 @@ def marks(schema: StructType, options: Mapping[str, str]) -> tuple[tuple[str, Re
         if not text:
             continue
         v = json.loads(text)
-        read = Read(tuple(v["brokers"]), tuple(v["journals"]), v["selector"], v["options"], v.get("collection"))
-        if read.options != own:
+        read = Read(
+            tuple(v["brokers"]),
+            tuple(v["journals"]),
+            v["selector"],
+            v["options"],
+            v.get("collection"),
+            tuple(v.get("columns", ())),
+        )
+        if read.options != own or read.columns != tuple(schema.names):
             out.append((f.name, read))
     return tuple(out)
 
