@@ -65,11 +65,11 @@ class Read:
         names = ", ".join(map(repr, self.journals))
         return f"journal {names}" if len(self.journals) == 1 else f"journals {names}"
 
-    def reads(self, info: JournalInfo) -> bool:
-        """Whether this read covers the journal of ``info``."""
+    def reads(self, journal: str, info: JournalInfo | None) -> bool:
+        """Whether this read covers ``journal`` (a selector's only known from its ``info``)."""
         if self.selector:
-            return matches(to_selector(self.selector), info.spec.labels, journal_name=info.name)
-        return info.name in self.journals
+            return info is not None and matches(to_selector(self.selector), info.spec.labels, journal_name=journal)
+        return journal in self.journals
 
 
 def fingerprint(options: Mapping[str, str]) -> str:
@@ -136,13 +136,14 @@ def check_routing(journal_column: str, reads: tuple[tuple[str, Read], ...], addr
             )
 
 
-def check_target(info: JournalInfo, reads: tuple[tuple[str, Read], ...], address: str) -> None:
-    """Refuse a ``journal`` option naming a journal that a marked column was read from."""
+def check_target(
+    journal: str, reads: tuple[tuple[str, Read], ...], address: str, info: JournalInfo | None = None
+) -> None:
+    """Refuse a ``journal`` option naming a journal that a marked column was read from: by name
+    before the journal is resolved (or created), by selector once its ``info`` is known."""
     for column, read in reads:
-        if read.brokers == brokers(address) and read.reads(info):
-            what = (
-                repr(info.name) if read.journals == (info.name,) else f"{read.describe()}, which include {info.name!r}"
-            )
+        if read.brokers == brokers(address) and read.reads(journal, info):
+            what = repr(journal) if read.journals == (journal,) else f"{read.describe()}, which include {journal!r}"
             raise GazetteError(
                 f"column {column!r} comes from a gazette read of {what}, the journal this write appends to: "
                 f"the query would write into its own source; {SOURCE_HINT}"

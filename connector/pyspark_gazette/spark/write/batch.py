@@ -142,9 +142,10 @@ class GazetteBatchWriter(DataSourceArrowWriter):
         if options.journal:
             # Resolve (or create) the option's journal now, so a mistake fails before any task.
 
+            lineage.check_target(options.journal, reads, options.connection.address)
             with JournalClient(options.connection.client_config()) as client:
                 info = resolve_journal(client, options.journal, options)
-            lineage.check_target(info, reads, options.connection.address)
+            lineage.check_target(options.journal, reads, options.connection.address, info)
             framing = framing_of(info, options.framing)
             check_framing(options.journal, framing, plan)
             plan = dataclasses.replace(plan, framings=((options.journal, framing),))
