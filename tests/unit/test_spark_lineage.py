@@ -59,3 +59,9 @@ def test_a_journal_option_is_refused_when_a_marked_column_read_it():
         lineage.check_target("shop/new", by_selector, "http://a:1,http://b:1", info("shop/new", app="shop"))
     lineage.check_target("shop/new", by_selector, "http://a:1,http://b:1")  # labels not known yet
     lineage.check_target("shop/new", by_selector, "http://a:1,http://b:1", info("shop/new", app="other"))
+
+
+def test_the_options_digest_leaves_secrets_out():
+    """Marks are visible in every schema (and in files Spark writes): no secret goes in."""
+    assert lineage.fingerprint({"broker.authToken": "s3cr3t", "path": "a"}) == lineage.fingerprint({"PATH": "a"})
+    assert lineage.fingerprint({"path": "a"}) != lineage.fingerprint({"path": "b"})

@@ -36,6 +36,7 @@ from pyspark_gazette.client.conn import split_addresses
 from pyspark_gazette.errors import GazetteError
 from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.protocol.labels import matches, to_selector
+from pyspark_gazette.spark.options.table import BY_KEY
 
 #: The column metadata key of a mark.
 MARK_KEY = "pyspark_gazette.read"
@@ -73,8 +74,9 @@ class Read:
 
 
 def fingerprint(options: Mapping[str, str]) -> str:
-    """A digest of a query's options (keys compared lower-case; no value is kept)."""
-    text = json.dumps(sorted((str(k).lower(), str(v)) for k, v in options.items()))
+    """A digest of a query's options (keys compared lower-case; secrets left out)."""
+    kept = ((str(k).lower(), str(v)) for k, v in options.items())
+    text = json.dumps(sorted((k, v) for k, v in kept if (o := BY_KEY.get(k)) is None or o.kind != "secret"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
