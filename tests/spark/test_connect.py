@@ -150,6 +150,33 @@ def test_batch_write_from_a_client_dataframe(remote, broker, client, create_jour
     assert got == rows
 
 
+def test_copy_into_the_source_journal_is_refused(remote, broker, client, create_journal, tmp_path):
+    """The journal column passed through from the read routes nothing back to its source, in
+    batch and stream, through Connect as in a classic session."""
+    create_journal("connect/src", length=1024)
+    fill(client, broker, "connect/src", batches=1, per_batch=10)
+    refused = r"'connect/src'.*the query would write into its own source.*allowWriteToSource=true"
+    df = reader(remote, broker).load("connect/src")
+    with pytest.raises(Exception, match=refused):
+        df.write.format("gazette").mode("append").option("broker.address", broker.address).save()
+    stream = (
+        remote.readStream.format("gazette")
+        .option("broker.address", broker.address)
+        .option("startingOffsets", "earliest")
+        .load("connect/src")
+    )
+    with pytest.raises(Exception, match=refused):
+        (
+            stream.writeStream.format("gazette")
+            .option("broker.address", broker.address)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start()
+            .awaitTermination()
+        )
+    assert len(list(NDJSON.decode_all(client.read_all("connect/src")))) == 10
+
+
 def stream_a_to_b(session, broker, checkpoint):
     source = (
         session.readStream.format("gazette")

@@ -255,6 +255,6 @@ def test_stream_into_its_own_source_is_refused(spark, broker, client, create_jou
     with pytest.raises((PySparkException, Py4JJavaError)) as e:
         q = sink(gazette_stream(spark, broker, "test/clicks"), broker, tmp_path / "ck", "test/clicks")
         q.trigger(availableNow=True).start().awaitTermination()
-    assert "has journal 'test/clicks', the journal this write appends to" in str(e.value)
+    assert "comes from a gazette read of 'test/clicks', the journal this write appends to" in str(e.value)
     assert "allowWriteToSource=true" in str(e.value)
     assert len(journal_rows(client, "test/clicks")) == 2

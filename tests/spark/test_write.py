@@ -123,7 +123,8 @@ def test_write_back_to_the_source_journal_is_refused(spark, broker, client, crea
     client.append("test/src", b"".join(json.dumps({"n": i}).encode() + b"\n" for i in range(10)))
     df = spark.read.format("gazette").option("broker.address", broker.address).load("test/src")
     with pytest.raises(
-        Exception, match=r"has journal 'test/src', the journal this write appends to.*allowWriteToSource"
+        Exception,
+        match=r"column 'journal' comes from a gazette read of 'test/src', the journal this write appends to.*allowWriteToSource",
     ):
         writer(df, broker, journal="test/src").save()
     assert len(docs(client, "test/src")) == 10  # nothing appended

@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, InvalidInputError, OptionError
 from pyspark_gazette.message import framing_by_name
+from pyspark_gazette.spark import lineage
 from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions, WriteOptions, catalog
 from pyspark_gazette.spark.read.arrow_output import untyped_schema
 from pyspark_gazette.spark.read.batch_scan import (
@@ -93,18 +94,21 @@ class GazetteDataSource(DataSource):
 
     @plain
     def schema(self) -> StructType:
-        schema = self._infer_schema()
+        opts = self._read_options()
+        schema = self._infer_schema(opts)
         if catalog.is_catalog(self.options):
             # CREATE TABLE: the only time Spark shows us the table's options; keep them with it.
-            schema = catalog.stash(schema, catalog.catalog_options(self.options))
+            schema = catalog.stash(lineage.unmark(schema), catalog.catalog_options(self.options))
         elif catalog.is_write_target(self.options):
-            schema = catalog.nullable(schema)  # a view for INSERT INTO v (value) ...
+            schema = catalog.nullable(lineage.unmark(schema))  # a view for INSERT INTO v (value) ...
         return schema
 
-    def _infer_schema(self) -> StructType:
-        opts = self._read_options()
+    def _infer_schema(self, opts: ReadOptions) -> StructType:
+        """The read's schema; the connector's own columns marked with what they were read from
+        (:mod:`~pyspark_gazette.spark.lineage`), the documents' columns left as inferred."""
+        read = lineage.read_of(opts.connection.address, opts.journals, opts.selector, self.options, opts.collection)
         if opts.collection:
-            flow = _collection_schema(opts)
+            flow = lineage.mark(_collection_schema(opts), read)
             return with_flow_columns(infer_schema(opts), flow) if opts.infer_schema else flow
         if opts.infer_schema:
             return infer_schema(opts)
@@ -116,7 +120,7 @@ class GazetteDataSource(DataSource):
             framings = {framing_of(i, opts.framing) for i in infos}
             # No journal matches yet (a selector for journals to come): text values.
             text = all(f.text for f in framings)
-        return untyped_schema(text, opts.include_metadata)
+        return lineage.mark(untyped_schema(text, opts.include_metadata), read)
 
     @plain
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -137,7 +141,8 @@ class GazetteDataSource(DataSource):
     @plain
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         try:
-            return GazetteBatchWriter(WriteOptions.parse(self._options(WRITE, schema)), schema, overwrite)
+            opts = WriteOptions.parse(self._options(WRITE, schema))
+            return GazetteBatchWriter(opts, schema, overwrite, self._reads(opts, schema))
         except OptionError:
             self._check_options_reached(schema)
             raise
@@ -145,10 +150,15 @@ class GazetteDataSource(DataSource):
     @plain
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         try:
-            return GazetteStreamWriter(stream_write_options(self._options(WRITE, schema)), schema, overwrite)
+            opts = stream_write_options(self._options(WRITE, schema))
+            return GazetteStreamWriter(opts, schema, overwrite, self._reads(opts, schema))
         except OptionError:
             self._check_options_reached(schema)
             raise
+
+    def _reads(self, opts: WriteOptions, schema: StructType) -> tuple[tuple[str, lineage.Read], ...]:
+        """The gazette reads the write's columns come from (none with ``allowWriteToSource``)."""
+        return () if opts.allow_write_to_source else lineage.marks(schema, self.options)
 
 
 def _collection_schema(opts: ReadOptions) -> StructType:

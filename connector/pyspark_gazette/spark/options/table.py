@@ -167,8 +167,7 @@ OPTIONS: tuple[Option, ...] = (
         "Journal to write every row to. It wins over a `journal` column (as the `topic` option of "
         "Spark's Kafka sink wins over a `topic` column): the column then routes nothing and is not "
         "written. Without this option (or a `save()` path) a `journal` column routes each row. A write "
-        "whose rows' `journal` (or `_journal`) column names this journal is refused unless "
-        "`allowWriteToSource` is true: such rows were read from the journal they would be appended to.",
+        "into a journal the same query reads is refused unless `allowWriteToSource` is true.",
         scopes=frozenset({WRITE}),
         example="quickstart/clicks",
     ),
@@ -176,12 +175,20 @@ OPTIONS: tuple[Option, ...] = (
         "allowWriteToSource",
         "bool",
         False,
-        "Allow appending rows to the journal they were read from. With the `journal` option set, a "
-        "write task fails before appending a batch in which a row's `journal` (or `_journal`) column "
-        "names the target journal: a stream would otherwise read back what it wrote, forever. That "
-        "column is the only evidence a sink has of what its query reads (Spark tells a Python sink "
-        "nothing about the query's sources), so a source journal whose name was dropped or renamed "
-        "before the write is not detected. `true` turns the check off.",
+        "Allow appending rows to a journal the same query reads: without it, such a write is refused "
+        "before anything is appended (a stream would otherwise read back what it wrote, forever). "
+        "Spark tells a sink nothing of its query's sources, so the columns of a gazette read carry "
+        "them, in column metadata (key `pyspark_gazette.read`) that Spark keeps on columns passed through (`select`, `filter`, "
+        "joins, renames) and drops from computed ones: a `journal` column passed through from a "
+        "gazette read is refused as the router (each row would go back to its own journal; a "
+        "`journal` column you compute routes as you say), and so is a `journal` option naming a "
+        "journal that a passed-through column was read from (by name, selector or `collection`). "
+        "Columns of documents (`inferSchema`, a user's schema) carry no such mark; where there is "
+        "none (a catalog table's `INSERT INTO t SELECT * FROM t`, a typed read's `_journal`), a "
+        "row whose `journal` or `_journal` column names the `journal` option fails its task before "
+        "its batch is appended. The mark travels with the columns into files Spark writes (Parquet "
+        "keeps it), so restoring such a copy into its journal needs `true` too. `true` turns the "
+        "checks off.",
         scopes=frozenset({WRITE}),
     ),
     # -- bounds ------------------------------------------------------------------------------

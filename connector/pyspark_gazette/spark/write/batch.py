@@ -2,10 +2,11 @@
 
 Which journal: the ``journal`` option (or the ``save()`` path), else the ``journal`` column row
 by row. With the option, a ``journal`` column routes nothing and is not written (as Spark's Kafka
-sink treats a ``topic`` column when its ``topic`` option is set); a row whose ``journal`` or
-``_journal`` column names the target journal fails the task before its batch is appended, unless
-``allowWriteToSource`` is true (the rows were read from the journal they would be appended to:
-a stream would read back its own output forever). What is written:
+sink treats a ``topic`` column when its ``topic`` option is set). A write whose rows would land
+in a journal the same query reads is refused at planning, unless ``allowWriteToSource`` is true
+(a stream would read back its own output forever): see :mod:`pyspark_gazette.spark.lineage`.
+Where the schema does not show the read, a row whose ``journal`` or ``_journal`` column names
+the option's journal fails the task before its batch is appended. What is written:
 
 * a ``value`` column (string or binary) is written as it is, one message per row, framed for
   the journal: a newline-terminated line for ndjson, lines and csv (a value containing a
@@ -57,6 +58,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, OptionError
 from pyspark_gazette.message import TICK, Flags, build_uuid
+from pyspark_gazette.spark import lineage
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.surface import plain
@@ -82,7 +84,13 @@ class GazetteCommitMessage(WriterCommitMessage):
 class GazetteBatchWriter(DataSourceArrowWriter):
     """The batch writer; see the module docstring for the semantics."""
 
-    def __init__(self, options: WriteOptions, schema: StructType, overwrite: bool):
+    def __init__(
+        self,
+        options: WriteOptions,
+        schema: StructType,
+        overwrite: bool,
+        reads: tuple[tuple[str, lineage.Read], ...] = (),
+    ):
         if overwrite:
             raise GazetteError(
                 "Gazette journals are append-only: mode('overwrite') cannot replace their content; use mode('append')"
@@ -98,6 +106,8 @@ class GazetteBatchWriter(DataSourceArrowWriter):
             raise GazetteError(f"the value column must be string or binary, not {value_field.dataType.simpleString()}")
         if journal_field is None and not options.journal:
             raise OptionError("journal", "is required: set the journal option (or save(path)) or add a journal column")
+        if journal_field is not None and not options.journal:
+            lineage.check_routing(journal_field.name, reads, options.connection.address)
         json_columns = tuple(f.name for f in schema.fields if f is not journal_field)
         if value_field is None:
             if not json_columns:
@@ -111,7 +121,8 @@ class GazetteBatchWriter(DataSourceArrowWriter):
                         f"{options.uuid_pointer!r} would replace column {clash[0]!r}; drop or rename the column",
                     )
         # With the journal option, the rows' journal names only say where they came from: a row
-        # naming the target journal was read from it (checked in the task, before appending).
+        # naming the target journal was read from it. Columns whose read the schema does not show
+        # (a catalog table's, a user's schema's) are checked in the task, before appending.
         source_columns = (
             tuple(
                 f.name
@@ -131,8 +142,10 @@ class GazetteBatchWriter(DataSourceArrowWriter):
         if options.journal:
             # Resolve (or create) the option's journal now, so a mistake fails before any task.
 
+            lineage.check_target(options.journal, reads, options.connection.address)
             with JournalClient(options.connection.client_config()) as client:
                 info = resolve_journal(client, options.journal, options)
+            lineage.check_target(options.journal, reads, options.connection.address, info)
             framing = framing_of(info, options.framing)
             check_framing(options.journal, framing, plan)
             plan = dataclasses.replace(plan, framings=((options.journal, framing),))

@@ -49,6 +49,7 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, OptionError, RegisterMismatchError
 from pyspark_gazette.protocol import label_set, pb
 from pyspark_gazette.protocol.labels import LabelError, validate_label
+from pyspark_gazette.spark.lineage import Read
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.surface import plain
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
@@ -60,13 +61,15 @@ log = logging.getLogger(__name__)
 
 #: Options Spark hands to every streaming sink, for itself (compared lower-case).
 SPARK_SINK_KEYS = frozenset({"checkpointlocation"})
+#: The gazette reads a sink's columns come from (:func:`pyspark_gazette.spark.lineage.marks`).
+Reads = tuple[tuple[str, Read], ...]
 #: Register names start with this.
 KEY_PREFIX = "gzsink/"
 #: How many batch ids after the current one the register check also refuses.
 FUTURE_WINDOW = 64
 #: Seconds a process reuses the write plan it built for the same options and schema.
 PLAN_TTL = 30.0
-_plans: dict[tuple[WriteOptions, str], tuple[float, WritePlan]] = {}
+_plans: dict[tuple[WriteOptions, str, Reads], tuple[float, WritePlan]] = {}
 _plans_lock = threading.Lock()
 
 
@@ -81,7 +84,7 @@ def spool_dir() -> str | None:
     return dirs[0] if dirs else None
 
 
-def stream_plan(options: WriteOptions, schema: StructType) -> WritePlan:
+def stream_plan(options: WriteOptions, schema: StructType, reads: Reads = ()) -> WritePlan:
     """The batch writer's plan (schema and options checked, the journal option resolved), reused
     by this process for :data:`PLAN_TTL` seconds.
 
@@ -92,13 +95,13 @@ def stream_plan(options: WriteOptions, schema: StructType) -> WritePlan:
     from here. Failures are not cached; a journal deleted within the TTL fails the batch's
     append instead, which names it.
     """
-    key = (options, schema.json())
+    key = (options, schema.json(), reads)
     now = time.monotonic()
     with _plans_lock:
         hit = _plans.get(key)
     if hit is not None and now - hit[0] < PLAN_TTL:
         return hit[1]
-    plan = GazetteBatchWriter(options, schema, False).plan  # streams never overwrite (refused earlier)
+    plan = GazetteBatchWriter(options, schema, False, reads).plan  # streams never overwrite (refused earlier)
     with _plans_lock:
         _plans[key] = (now, plan)
     return plan
@@ -194,7 +197,7 @@ class StreamWriteTask(WriteTask):
 class GazetteStreamWriter(DataSourceStreamArrowWriter):
     """The exactly-once streaming sink; see the module docstring."""
 
-    def __init__(self, options: WriteOptions, schema: StructType, overwrite: bool):
+    def __init__(self, options: WriteOptions, schema: StructType, overwrite: bool, reads: Reads = ()):
         if options.transactional:
             raise OptionError(
                 "transactional", "is for batch writes; streaming writes are exactly-once through journal registers"
@@ -204,7 +207,7 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
                 "Gazette journals are append-only: outputMode('complete') cannot replace their content; "
                 "use outputMode('append') or 'update'"
             )
-        self.plan = stream_plan(options, schema)
+        self.plan = stream_plan(options, schema, reads)
         self.options = options
 
     def __repr__(self) -> str:

@@ -43,6 +43,7 @@ from pyspark_gazette.message import (
     new_producer_id,
     set_uuid_at,
 )
+from pyspark_gazette.spark.lineage import SOURCE_HINT
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.options.templates import spec_from_template, spec_template
 from pyspark_gazette.spark.resolve import framing_of
@@ -64,7 +65,9 @@ class WritePlan:
     #: Framing of journals resolved at planning (the ``journal`` option's).
     framings: tuple[tuple[str, Framing], ...] = ()
     #: String columns naming the journal a row was read from (``journal``, ``_journal``), checked
-    #: against the ``journal`` option unless ``allowWriteToSource``.
+    #: against the ``journal`` option unless ``allowWriteToSource``: what the planning check
+    #: (:mod:`~pyspark_gazette.spark.lineage`) cannot see, as ``INSERT INTO t SELECT * FROM t``
+    #: of a catalog table, whose schema carries no mark.
     source_columns: tuple[str, ...] = ()
 
 
@@ -196,8 +199,7 @@ class WriteTask:
                 i = int(np.flatnonzero(hits.fill_null(False).to_numpy(zero_copy_only=False))[0])
                 raise GazetteError(
                     f"{self.where(base + i)} has {name} {target!r}, the journal this write appends to: "
-                    f"the rows were read from it, so the query would write into its own source; "
-                    f"write to another journal, or set allowWriteToSource=true if this is intended"
+                    f"the rows were read from it, so the query would write into its own source; {SOURCE_HINT}"
                 )
 
     def _framing(self, journal: str) -> Framing:
