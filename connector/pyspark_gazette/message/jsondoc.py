@@ -1,0 +1,102 @@
+"""JSON documents out of a journal's bytes, parsed with Python's :mod:`json` the way Spark's JSON
+reader takes them: a document nested too deeply is malformed, never a ``RecursionError``.
+
+Spark's reader (Jackson's ``StreamReadConstraints``) refuses a document nested deeper than
+:data:`MAX_DEPTH` levels (objects and arrays together, the document's own object included),
+even inside a field it skips. Python's decoder raises ``RecursionError`` near the interpreter's
+recursion limit, which is about as deep, less the frames of its caller. Every parse of a
+journal's JSON goes through :func:`loads` or :func:`raw_decode`: a document deeper than
+:data:`MAX_DEPTH` raises :class:`NestingError` (a ``ValueError``, which callers already take for
+a malformed document), and one within it parses whatever the depth of the caller's stack.
+
+Only documents of more than ``2 * MAX_DEPTH`` bytes can be that deep, so shorter ones pay
+nothing; longer ones are measured only when they hold that many brackets (:func:`maybe_deep`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+#: The deepest nesting Spark's JSON reader accepts (Jackson's default ``maxNestingDepth``).
+MAX_DEPTH = 1000
+
+_T = TypeVar("_T")
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_OPEN = np.zeros(256, np.int32)
+_OPEN[[ord("["), ord("{")]] = 1
+_OPEN[[ord("]"), ord("}")]] = -1
+
+
+class NestingError(ValueError):
+    """A JSON document nested deeper than :data:`MAX_DEPTH` levels."""
+
+    def __init__(self) -> None:
+        super().__init__(f"JSON nested deeper than {MAX_DEPTH} levels")
+
+
+def _bytes(doc: str | bytes) -> bytes:
+    return doc.encode("utf-8", "surrogatepass") if isinstance(doc, str) else bytes(doc)
+
+
+def maybe_deep(doc: str | bytes) -> bool:
+    """Whether ``doc`` is long enough and holds enough brackets to nest past :data:`MAX_DEPTH`."""
+    if len(doc) <= 2 * MAX_DEPTH:
+        return False
+    data = _bytes(doc)
+    return data.count(b"[") + data.count(b"{") > MAX_DEPTH
+
+
+def depth(doc: str | bytes) -> int:
+    """The deepest nesting of objects and arrays in ``doc`` (brackets inside strings aside)."""
+    data = _STRINGS.sub(b"", _bytes(doc))
+    if not data:
+        return 0
+    steps = _OPEN[np.frombuffer(data, np.uint8)]
+    return max(int(np.cumsum(steps).max()), 0)
+
+
+def too_deep(doc: str | bytes) -> bool:
+    """Whether ``doc`` nests deeper than Spark's reader accepts."""
+    return maybe_deep(doc) and depth(doc) > MAX_DEPTH
+
+
+def _parse(parse: Callable[[], _T], doc: str | bytes) -> _T:
+    try:
+        return parse()
+    except RecursionError:
+        pass
+    if depth(doc) > MAX_DEPTH:
+        raise NestingError from None
+    # Within Spark's limit but past what the caller's stack leaves Python's decoder: parse
+    # again with room for MAX_DEPTH more frames.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 2 * MAX_DEPTH)
+    try:
+        return parse()
+    except RecursionError:
+        raise NestingError from None
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def loads(doc: str | bytes) -> Any:
+    """``json.loads(doc)``; :class:`NestingError` (a ``ValueError``) if it nests too deeply."""
+    value = _parse(lambda: json.loads(doc), doc)
+    if maybe_deep(doc) and depth(doc) > MAX_DEPTH:
+        raise NestingError
+    return value
+
+
+def raw_decode(decoder: json.JSONDecoder, text: str) -> tuple[Any, int]:
+    """``decoder.raw_decode(text)`` (the first value and where it ends; what follows is
+    ignored, as Spark does); :class:`NestingError` if that value nests too deeply."""
+    value, end = _parse(lambda: decoder.raw_decode(text), text)
+    if end > 2 * MAX_DEPTH and too_deep(text[:end]):
+        raise NestingError
+    return value, end
