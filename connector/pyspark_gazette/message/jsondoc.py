@@ -15,10 +15,11 @@ nothing; longer ones are measured only when they hold that many brackets (:func:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -66,6 +67,18 @@ def too_deep(doc: str | bytes) -> bool:
     return maybe_deep(doc) and depth(doc) > MAX_DEPTH
 
 
+@contextlib.contextmanager
+def room() -> Iterator[None]:
+    """Room for a few frames a level of :data:`MAX_DEPTH` more on the stack: for recursion over
+    a document Spark takes (its parse, converting its values) wherever the caller is."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 3 * MAX_DEPTH)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def _parse(parse: Callable[[], _T], doc: str | bytes) -> _T:
     try:
         return parse()
@@ -73,16 +86,12 @@ def _parse(parse: Callable[[], _T], doc: str | bytes) -> _T:
         pass
     if depth(doc) > MAX_DEPTH:
         raise NestingError from None
-    # Within Spark's limit but past what the caller's stack leaves Python's decoder: parse
-    # again with room for MAX_DEPTH more frames.
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + 2 * MAX_DEPTH)
+    # Within Spark's limit but past what the caller's stack leaves Python's decoder.
     try:
-        return parse()
+        with room():
+            return parse()
     except RecursionError:
         raise NestingError from None
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 def loads(doc: str | bytes) -> Any:

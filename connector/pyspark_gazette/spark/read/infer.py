@@ -163,6 +163,11 @@ def _sorted(t: DataType) -> Any:
 
 
 def _infer_python(values: list[bytes], corrupt_column: str) -> StructType:
+    with jsondoc.room():  # the rules recurse as deep as a record nests (up to Spark's limit)
+        return _infer_records(values, corrupt_column)
+
+
+def _infer_records(values: list[bytes], corrupt_column: str) -> StructType:
     merged: DataType = NullType()
     corrupt = False
     decoder = json.JSONDecoder()

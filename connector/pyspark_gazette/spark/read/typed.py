@@ -528,6 +528,11 @@ def _why(raw: bytes | None, schema: StructType) -> str:
         return "not UTF-8"
     except ValueError as e:
         return f"not JSON ({e})"
+    with jsondoc.room():
+        return _why_doc(doc, schema)
+
+
+def _why_doc(doc: Any, schema: StructType) -> str:
     docs = doc if type(doc) is list and all(type(d) is dict for d in doc) else [doc]
     for d in docs:
         if type(d) is not dict:
@@ -868,6 +873,12 @@ class TypedDecoder:
             doc, _ = jsondoc.raw_decode(_DECODER, text)  # Like Spark, ignores what follows the value.
         except ValueError:
             return [(None, True)]
+        if jsondoc.maybe_deep(text):  # converting recurses as deep as the record nests
+            with jsondoc.room():
+                return self._rows(doc)
+        return self._rows(doc)
+
+    def _rows(self, doc: Any) -> list[tuple[dict | None, bool]]:
         if type(doc) is dict:
             return [_struct_values(doc, self._fields)]
         if type(doc) is list and all(type(d) is dict for d in doc):
