@@ -131,3 +131,13 @@ def test_failfast_names_the_field_its_type_and_the_value(native, fields, doc, wh
         dec.decode(pa.array([b'{"zz":1}', raw], pa.binary()), {})
     assert str(e.value) == f"malformed JSON record at index 1 (mode FAILFAST): {why}: {raw.decode()!r}"
     assert e.value.index == 1
+
+
+@pytest.mark.parametrize("levels", [500, 998, 999])
+def test_a_string_field_holds_a_deep_value_spark_takes(native, levels):
+    """Spark keeps a nested value of a string field as JSON text; converting it recurses as
+    deep as it nests, wherever the decoder is called from."""
+    doc = b'{"s":' + b"[" * levels + b"1" + b"]" * levels + b"}"
+    dec = TypedDecoder(schema(("s", StringType()), ("_corrupt_record", StringType())))
+    rows = dec.decode(pa.array([doc, b'{"s":"x"}'], pa.binary()), {}).to_pylist()
+    assert rows == [{"s": doc[5:-1].decode(), "_corrupt_record": None}, {"s": "x", "_corrupt_record": None}]

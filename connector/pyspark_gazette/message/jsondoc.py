@@ -45,12 +45,12 @@ def _bytes(doc: str | bytes) -> bytes:
     return doc.encode("utf-8", "surrogatepass") if isinstance(doc, str) else bytes(doc)
 
 
-def maybe_deep(doc: str | bytes) -> bool:
-    """Whether ``doc`` is long enough and holds enough brackets to nest past :data:`MAX_DEPTH`."""
-    if len(doc) <= 2 * MAX_DEPTH:
+def maybe_deep(doc: str | bytes, levels: int = MAX_DEPTH) -> bool:
+    """Whether ``doc`` is long enough and holds enough brackets to nest past ``levels``."""
+    if len(doc) <= 2 * levels:
         return False
     data = _bytes(doc)
-    return data.count(b"[") + data.count(b"{") > MAX_DEPTH
+    return data.count(b"[") + data.count(b"{") > levels
 
 
 def depth(doc: str | bytes) -> int:

@@ -873,7 +873,7 @@ class TypedDecoder:
             doc, _ = jsondoc.raw_decode(_DECODER, text)  # Like Spark, ignores what follows the value.
         except ValueError:
             return [(None, True)]
-        if jsondoc.maybe_deep(text):  # converting recurses as deep as the record nests
+        if jsondoc.maybe_deep(text, 100):  # converting recurses as deep as the record nests
             with jsondoc.room():
                 return self._rows(doc)
         return self._rows(doc)
