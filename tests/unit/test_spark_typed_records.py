@@ -102,6 +102,7 @@ def bits(v):
         ('{"f":-0e0,"d":-0}', -0.0, 0.0),
         ('{"f":340282356779733661637539395458142568447,"d":1}', 3.4028234663852886e38, 1.0),  # just below the tie
         ('{"f":3.4028236e38,"d":1e400}', float("inf"), float("inf")),
+        ('{"f":1' + "0" * 400 + ',"d":-1' + "0" * 400 + "}", float("inf"), -float("inf")),  # past a double
     ],
 )
 def test_float_and_double_values_do_not_depend_on_the_batch(native, beside, doc, f, d):

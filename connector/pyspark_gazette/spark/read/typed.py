@@ -268,7 +268,7 @@ def _float_conv(single: bool) -> Callable[[Any], Any]:
             try:
                 x = float(v)  # the JSON integer -0 is 0.0, as Spark's reader has it
             except OverflowError:  # an integer past the double range: infinite, as Java's
-                x = float("inf") if v > 0 else -float("inf")
+                x = math.inf if int(v) > 0 else -math.inf
             return _single(v, x) if single else x
         if type(v) is str and v in _SPECIAL_FLOATS:
             return _SPECIAL_FLOATS[v]
