@@ -51,7 +51,9 @@ following Spark's rules; so pyarrow only ever accepts records Spark accepts with
 values.
 
 Spark's rules, as followed here: integers must be JSON integers in range; doubles and floats take
-any number plus the strings ``NaN``, ``Infinity``, ``-Infinity`` (floats overflow to infinity);
+any number plus the strings ``NaN``, ``Infinity``, ``-Infinity`` (a float is the number rounded
+once to float32, past its range infinite; the JSON integer ``-0`` is ``0.0``, ``-0.0`` keeps its
+sign; pyarrow's reader gives ``-0.0`` for both, so its zeros with a sign take the per-record rules);
 strings take any value, a non-string as its JSON text; decimals take numbers or numeric strings,
 rounded half-up to the scale, malformed past the precision; binary is base64; timestamps are
 strings or integer epoch seconds; a string without a zone is UTC; dates are ``yyyy[-m[-d]]``
@@ -59,7 +61,10 @@ strings with anything after ``T`` or a space ignored; ``TimestampNTZ`` refuses a
 empty string is malformed for any non-string type. Content after the first JSON value of a
 record is ignored; blank records produce no row; a top-level array of objects produces one row
 per object (its metadata repeated); any other non-object is malformed; a duplicate key keeps
-the last value.
+the last value; a record nested deeper than 1,000 levels anywhere, even in a field outside the
+schema, is malformed (:mod:`pyspark_gazette.message.jsondoc`: pyarrow's reader takes any depth,
+so records long enough and with enough brackets to be that deep take the per-record rules).
+FAILFAST's error names the first field that does not convert, its type and its value.
 
 Deviations from Spark (each checked against Spark 4 in tests/spark/test_typed_spark.py or by
 hand):
