@@ -142,3 +142,13 @@ def test_a_string_field_holds_a_deep_value_spark_takes(native, levels):
     dec = TypedDecoder(schema(("s", StringType()), ("_corrupt_record", StringType())))
     rows = dec.decode(pa.array([doc, b'{"s":"x"}'], pa.binary()), {}).to_pylist()
     assert rows == [{"s": doc[5:-1].decode(), "_corrupt_record": None}, {"s": "x", "_corrupt_record": None}]
+
+
+def test_room_raises_the_limit_once_and_restores_it():
+    limit = sys.getrecursionlimit()
+    with jsondoc.room():
+        raised = sys.getrecursionlimit()
+        with jsondoc.room():
+            assert sys.getrecursionlimit() == raised > limit
+        assert sys.getrecursionlimit() == raised
+    assert sys.getrecursionlimit() == limit

@@ -19,6 +19,7 @@ import contextlib
 import json
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -67,16 +68,29 @@ def too_deep(doc: str | bytes) -> bool:
     return maybe_deep(doc) and depth(doc) > MAX_DEPTH
 
 
+_room_lock = threading.Lock()
+_room_users = 0
+_room_base = 0
+
+
 @contextlib.contextmanager
 def room() -> Iterator[None]:
     """Room for a few frames a level of :data:`MAX_DEPTH` more on the stack: for recursion over
-    a document Spark takes (its parse, converting its values) wherever the caller is."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + 3 * MAX_DEPTH)
+    a document Spark takes (its parse, converting its values) wherever the caller is. The limit
+    is the interpreter's: threads inside at once share one raise, the last out restores it."""
+    global _room_users, _room_base
+    with _room_lock:
+        if _room_users == 0:
+            _room_base = sys.getrecursionlimit()
+            sys.setrecursionlimit(_room_base + 3 * MAX_DEPTH)
+        _room_users += 1
     try:
         yield
     finally:
-        sys.setrecursionlimit(limit)
+        with _room_lock:
+            _room_users -= 1
+            if _room_users == 0:
+                sys.setrecursionlimit(_room_base)
 
 
 def _parse(parse: Callable[[], _T], doc: str | bytes) -> _T:
