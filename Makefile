@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test fuzz-native test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -197,6 +197,28 @@ test-notebook-delta: $(OLD_STAMP)  ## notebook 05 merging into a Delta table (ol
 
 test-unit: $(STAMP)  ## only the unit tests
 	$(PY) -m pytest tests/unit
+
+# The C extension under AddressSanitizer and UBSan: built into a temporary copy of the package
+# (which PYTHONPATH puts before the checkout's), then the differential fuzz targets of
+# tests/fuzz/test_fuzz_native.py run FUZZ_NATIVE_EXAMPLES examples each, for at most
+# FUZZ_NATIVE_SECONDS. Python itself is not instrumented, so libasan is preloaded (it must come
+# first in the process) and leak checks are off (the interpreter's own allocations would report).
+FUZZ_NATIVE_EXAMPLES ?= 3000
+FUZZ_NATIVE_SECONDS ?= 600
+SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+fuzz-native: $(STAMP)  ## fuzz the C scanner and joiner against Python under ASan+UBSan (a few minutes)
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	cp -r connector/pyspark_gazette "$$tmp/"; rm -f "$$tmp"/pyspark_gazette/_jsonscan*.so; \
+	inc=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
+	suffix=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))'); \
+	gcc -shared -fPIC -O1 -g $(SANITIZE) -I"$$inc" connector/pyspark_gazette/_native/jsonscan.c \
+		-o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
+	export LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)"; \
+	export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1; \
+	PYTHONPATH="$$tmp" $(PY) -c 'import sys, pyspark_gazette._jsonscan as m; print("fuzzing", m.__file__); sys.exit(not m.__file__.startswith(sys.argv[1]))' "$$tmp"; \
+	PYTHONPATH="$$tmp" GAZETTE_FUZZ_NATIVE_EXAMPLES=$(FUZZ_NATIVE_EXAMPLES) GAZETTE_FUZZ_REPORT="$$tmp/report.json" \
+		timeout $(FUZZ_NATIVE_SECONDS) $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
 
 lint: $(STAMP)  ## ruff lint + format check, mypy on the package
 	$(VENV)/bin/ruff check connector tests tools bench notebooks

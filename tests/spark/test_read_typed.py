@@ -81,3 +81,32 @@ def test_infer_schema_reads_like_spark_json(spark, broker, mixed):
     assert ours.schema == theirs.schema
     cols = theirs.columns
     assert rows(ours, cols) == rows(theirs, cols)
+
+
+DEEP = b'{"id":9,"nest":' + b"[" * 1500 + b"]" * 1500 + b"}"
+
+
+def test_a_record_nested_past_sparks_limit_is_one_corrupt_record(spark, broker, client, create_journal, tmp_path):
+    """Nesting past Spark's 1,000 levels makes a record malformed there; here too, beside a
+    record the per-record rules take, instead of failing the task."""
+    create_journal("typed/deep")
+    lines = [GOOD[0], DEEP, b'{"id":"x","country":"SE"}', GOOD[1]]
+    client.append("typed/deep", b"\n".join(lines) + b"\n")
+    path = tmp_path / "deep.json"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    ours = reader(spark, broker, journals="typed/deep").schema(SCHEMA).load()
+    cols = ["id", "country", "amount", "_corrupt_record"]
+    assert rows(ours, cols) == rows(spark.read.schema(SCHEMA).json(str(path)), cols)
+    assert ours.where("_corrupt_record IS NOT NULL").count() == 2
+    dropped = reader(spark, broker, journals="typed/deep", mode="DROPMALFORMED").schema(SCHEMA).load()
+    assert rows(dropped, ["id"]) == [(1,), (2,)]
+
+
+def test_failfast_names_the_field_its_type_and_the_value(spark, broker, client, create_journal):
+    create_journal("typed/country")
+    client.append("typed/country", b'{"id":1,"country":49}\n{"id":2,"country":"DE"}\n')
+    with pytest.raises((PySparkException, Py4JJavaError)) as ei:
+        reader(spark, broker, journals="typed/country", mode="FAILFAST").schema("id LONG, country INT").load().collect()
+    offset = len(b'{"id":1,"country":49}\n')
+    assert f"journal 'typed/country', message at offset {offset}" in str(ei.value)
+    assert """field 'country' expects int, not "DE\"""" in str(ei.value)

@@ -258,3 +258,53 @@ def test_inferred_schema_equals_spark_json(spark, tmp_path):
         path = tmp_path / f"infer{len(lines)}.json"
         path.write_text("\n".join(lines) + "\n")
         assert infer_values([x.encode() for x in lines]) == spark.read.json(str(path)).schema, len(lines)
+
+
+EDGE_SCHEMA = StructType(
+    [
+        StructField("a", LongType()),
+        StructField("f", FloatType()),
+        StructField("d", DoubleType()),
+        StructField("_corrupt_record", StringType()),
+    ]
+)
+EDGE_LINES = [
+    '{"a":1,"f":7.313131710533413e+33,"d":-0}',
+    '{"a":2,"f":-0,"d":-0.0}',
+    '{"a":3,"f":-0e0,"d":-0}',
+    '{"a":4,"f":340282356779733661637539395458142568447,"d":1e400}',
+    '{"a":5,"f":3.4028235e38,"d":16777217}',
+    '{"a":6,"x":' + "[" * 999 + "]" * 999 + "}",
+    '{"a":7,"x":' + "[" * 1000 + "]" * 1000 + "}",
+    '{"a":8,"x":{"y":' + "[" * 2000 + "]" * 2000 + "}}",
+    '{"a":9,"f":1' + "0" * 400 + ',"d":-1' + "0" * 400 + "}",  # integers past the double range
+]
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["C scanner", "pure Python"])
+@pytest.mark.parametrize("beside", ["alone", "malformed", "plain"])
+def test_edge_values_equal_spark_json_whatever_the_batch(spark, tmp_path, monkeypatch, native, beside):
+    """Each line decoded alone, beside a malformed record (the per-record rules), and among
+    plain records (pyarrow's reader, the scanner) equals ``spark.read.json`` of that line:
+    float32 midpoints, -0, nesting past Spark's 1,000 levels."""
+    import struct
+
+    import pyarrow as pa
+
+    from pyspark_gazette.native import NATIVE_ENV
+    from pyspark_gazette.spark.read.typed import TypedDecoder
+
+    if native == "1":
+        pytest.importorskip("pyspark_gazette._jsonscan")
+    monkeypatch.setenv(NATIVE_ENV, native)
+    path = tmp_path / "edge.json"
+    path.write_text("\n".join(EDGE_LINES) + "\n")
+    expected = [r.asDict() for r in spark.read.schema(EDGE_SCHEMA).json(str(path)).collect()]
+    others = {"alone": [], "malformed": [b'{"a":"x"}'], "plain": [b'{"a":0,"f":1.5,"d":2.5}'] * 100}[beside]
+
+    def exact(row):
+        return {k: struct.pack("<d", v) if isinstance(v, float) else v for k, v in row.items()}
+
+    for line, want in zip(EDGE_LINES, expected, strict=True):
+        batch = TypedDecoder(EDGE_SCHEMA).decode(pa.array([line.encode(), *others], pa.binary()), {})
+        assert exact(batch.to_pylist()[0]) == exact(want), line[:60]

@@ -175,6 +175,16 @@ def test_create_journals_for_the_option_and_for_column_values(spark, broker, cli
         assert sorted(d["n"] for d in docs(client, f"new/col-{k}")) == list(range(k, 30, 3))
 
 
+def test_a_null_type_column_is_written_as_null(spark, broker, client, create_journal):
+    """``lit(None)`` is a NullType column (no Arrow buffers): written ``"x":null``, by the C
+    joiner where it is built (tests/unit/test_spark_encode.py checks both joiners)."""
+    from pyspark.sql.functions import lit
+
+    create_journal("test/nulltype")
+    writer(spark.range(3).withColumn("x", lit(None)), broker, journal="test/nulltype").save()
+    assert sorted(payloads(client, "test/nulltype")) == [b'{"id":%d,"x":null}' % i for i in range(3)]
+
+
 def test_json_encoding_of_spark_types(spark, broker, client, create_journal):
     create_journal("test/types")
     df = spark.sql(

@@ -274,3 +274,23 @@ def test_the_c_joiner_escapes_random_strings_as_the_arrow_path(monkeypatch):
         assert bytes(c_data) == bytes(a_data)
         assert c_offsets.tolist() == a_offsets.tolist()
         assert [json.loads(m)["s"] for m in messages((c_data, c_offsets))] == values[start:]
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_null_type_columns_are_written_as_null_by_both_joiners(monkeypatch, native):
+    """A NullType column (``lit(None)``) has no buffers: the C joiner takes its JSON text, so both
+    paths write ``{"x":null}``, sliced or not."""
+    from pyspark_gazette.native import NATIVE_ENV
+
+    if native == "1":
+        pytest.importorskip("pyspark_gazette._jsonscan")
+    monkeypatch.setenv(NATIVE_ENV, native)
+    nulls = pa.nulls(4)
+    assert messages(json_lines([("x", nulls)])) == [b'{"x":null}\n'] * 4
+    assert messages(json_lines([("x", nulls.slice(1)), ("y", pa.array([1, None, 3]))])) == [
+        b'{"x":null,"y":1}\n',
+        b'{"x":null,"y":null}\n',
+        b'{"x":null,"y":3}\n',
+    ]
+    prefix = pa.array(['{"_meta":{"uuid":"u"}'] * 2)
+    assert messages(json_lines([("x", pa.nulls(2))], prefix)) == [b'{"_meta":{"uuid":"u"},"x":null}\n'] * 2

@@ -954,7 +954,7 @@ def test_scanner_float32_rounds_the_text_once(scanner, text, want):
     assert scan_value(FloatType(), text)[0] == want
 
 
-@pytest.mark.parametrize("text", ['"NaN"', '"Infinity"', "NaN", "-Infinity", '"1.5"', "1.", ".5", "-", "1e", "-0"])
+@pytest.mark.parametrize("text", ['"NaN"', '"Infinity"', "NaN", "-Infinity", '"1.5"', "1.", ".5", "-", "1e"])
 def test_scanner_numbers_outside_the_common_case_are_left_to_python(scanner, text):
     assert scan_value(DoubleType(), text)[1]
 

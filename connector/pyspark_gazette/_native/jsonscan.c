@@ -398,9 +398,12 @@ static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 
 /* The double Python's float() gives for the number's text; 0 when unsure (the caller falls back). */
 static ALWAYS_INLINE int number_to_double(const Num *n, double *out) {
     if (n->is_int) {
-        /* An int64 converts with one rounding, as Python's float(int(text)) does. "-0" is
-         * 0.0 for Python's rules but -0.0 for pyarrow's reader: left to the Python path. */
-        if (n->neg && n->mant == 0) return 0;
+        /* An int64 converts with one rounding, as Python's float(int(text)) does. The JSON
+         * integer "-0" is 0.0, as Spark's reader has it (a long zero, then a double). */
+        if (n->neg && n->mant == 0 && !n->dropped) {
+            *out = 0.0;
+            return 1;
+        }
         if (!n->dropped) {
             if (n->mant <= (uint64_t)INT64_MAX) {
                 int64_t v = (int64_t)n->mant;

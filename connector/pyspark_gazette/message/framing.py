@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Callable
 from typing import Any
 
 from pyspark_gazette.errors import FramingError, MessageDecodeError, UnexpectedEOFError
+from pyspark_gazette.message import jsondoc
 from pyspark_gazette.message.fixed import FIXED_HEADER_LEN, FIXED_MAGIC, FixedDecoder, ProtobufFixedFraming
 from pyspark_gazette.message.framing_base import Decoder, Framing, Message, _at
 from pyspark_gazette.message.uuids import extract_uuid_json
@@ -150,7 +150,7 @@ class NDJSONFraming(_LineFraming):
     def decode_message(self, payload: bytes, offset: int | None = None) -> Any:
         """``json.loads`` of the payload; raises :class:`MessageDecodeError` naming the offset."""
         try:
-            return json.loads(payload)
+            return jsondoc.loads(payload)
         except ValueError as e:
             raise MessageDecodeError(f"ndjson: invalid JSON{_at(offset)}: {e}") from e
 

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pyspark_gazette.errors import UUIDError
+from pyspark_gazette.message import jsondoc
 
 #: 100 ns intervals from 1582-10-15 (the UUID epoch) to 1970-01-01.
 GREGORIAN_OFFSET = 122_192_928_000_000_000
@@ -327,7 +328,7 @@ def extract_uuid_json(raw: bytes, pointer: str = DEFAULT_UUID_POINTER) -> uuid.U
                 if depth == 1 and prefix.count(b"[") == prefix.count(b"]"):
                     return uuid.UUID(m.group(1).decode())
     try:
-        doc = json.loads(raw)
+        doc = jsondoc.loads(raw)
     except ValueError as e:
         raise UUIDError(f"cannot read a UUID from a malformed JSON document: {e}") from e
     return get_uuid_at(doc, pointer)

@@ -42,7 +42,7 @@ from pyspark.sql.types import (
 from pyspark_gazette.errors import OptionError
 from pyspark_gazette.flow.documents import is_ack, is_control, meta_op
 from pyspark_gazette.flow.labels import label_partitions, name_partitions
-from pyspark_gazette.message import Framing
+from pyspark_gazette.message import Framing, jsondoc
 from pyspark_gazette.message.uuids import clock_to_micros
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.arrow_output import OutputBuilder, is_untyped, uuid_parts
@@ -201,7 +201,7 @@ def _op(raw: bytes | None) -> str | None:
     if not raw or b'"op"' not in raw:
         return None
     try:
-        return meta_op(json.loads(raw))
+        return meta_op(jsondoc.loads(raw))
     except ValueError:
         return None
 

@@ -50,6 +50,7 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.message import jsondoc
 from pyspark_gazette.message.framing import NDJSON
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.arrow_output import untyped_schema, uuid_parts
@@ -126,6 +127,8 @@ def infer_values(values: list[bytes], corrupt_column: str = "_corrupt_record") -
     """Spark's inferred schema of these JSON documents (see the module docstring)."""
     if not values:
         return StructType([])
+    if any(jsondoc.too_deep(v) for v in values):  # pyarrow reads any depth; Spark's limit is malformed
+        return _infer_python(values, corrupt_column)
     buf = b"\n".join(values) + b"\n"
     try:
         table = pj.read_json(pa.BufferReader(buf), pj.ReadOptions(use_threads=False, block_size=len(buf) + 1))
@@ -160,12 +163,17 @@ def _sorted(t: DataType) -> Any:
 
 
 def _infer_python(values: list[bytes], corrupt_column: str) -> StructType:
+    with jsondoc.room():  # the rules recurse as deep as a record nests (up to Spark's limit)
+        return _infer_records(values, corrupt_column)
+
+
+def _infer_records(values: list[bytes], corrupt_column: str) -> StructType:
     merged: DataType = NullType()
     corrupt = False
     decoder = json.JSONDecoder()
     for raw in values:
         try:
-            doc, _ = decoder.raw_decode(raw.decode("utf-8").strip(" \t\r\n"))
+            doc, _ = jsondoc.raw_decode(decoder, raw.decode("utf-8").strip(" \t\r\n"))
         except ValueError:
             corrupt = True
             continue

@@ -51,7 +51,9 @@ following Spark's rules; so pyarrow only ever accepts records Spark accepts with
 values.
 
 Spark's rules, as followed here: integers must be JSON integers in range; doubles and floats take
-any number plus the strings ``NaN``, ``Infinity``, ``-Infinity`` (floats overflow to infinity);
+any number plus the strings ``NaN``, ``Infinity``, ``-Infinity`` (a float is the number rounded
+once to float32, past its range infinite; the JSON integer ``-0`` is ``0.0``, ``-0.0`` keeps its
+sign; pyarrow's reader gives ``-0.0`` for both, so its zeros with a sign take the per-record rules);
 strings take any value, a non-string as its JSON text; decimals take numbers or numeric strings,
 rounded half-up to the scale, malformed past the precision; binary is base64; timestamps are
 strings or integer epoch seconds; a string without a zone is UTC; dates are ``yyyy[-m[-d]]``
@@ -59,7 +61,10 @@ strings with anything after ``T`` or a space ignored; ``TimestampNTZ`` refuses a
 empty string is malformed for any non-string type. Content after the first JSON value of a
 record is ignored; blank records produce no row; a top-level array of objects produces one row
 per object (its metadata repeated); any other non-object is malformed; a duplicate key keeps
-the last value.
+the last value; a record nested deeper than 1,000 levels anywhere, even in a field outside the
+schema, is malformed (:mod:`pyspark_gazette.message.jsondoc`: pyarrow's reader takes any depth,
+so records long enough and with enough brackets to be that deep take the per-record rules).
+FAILFAST's error names the first field that does not convert, its type and its value.
 
 Deviations from Spark (each checked against Spark 4 in tests/spark/test_typed_spark.py or by
 hand):
@@ -92,8 +97,11 @@ import base64
 import binascii
 import datetime as _dt
 import decimal
+import fractions
 import json
+import math
 import re
+import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -124,6 +132,7 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError
+from pyspark_gazette.message import jsondoc
 from pyspark_gazette.native import NATIVE_ENV, extension  # noqa: F401  (NATIVE_ENV: named here too)
 from pyspark_gazette.native import module as _jsonscan  # None without the C scanner: the pure-Python path
 
@@ -160,6 +169,7 @@ _DATE_PY = re.compile(r"(?P<y>[+-]?\d{4,6})(?:-(?P<mo>\d{1,2})(?:-(?P<d>\d{1,2})
 _DECIMAL_PY = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _SPECIAL_FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "+Infinity": float("inf"), "-Infinity": -float("inf")}
 _FLOAT32_MAX = 3.4028234663852886e38
+_F32 = struct.Struct("<f")
 _EPOCH_DAY = _dt.date(1970, 1, 1).toordinal()
 _JSON_WS = " \t\r\n"
 
@@ -260,16 +270,39 @@ def _int_conv(bits: int) -> Callable[[Any], Any]:
 def _float_conv(single: bool) -> Callable[[Any], Any]:
     def conv(v: Any) -> Any:
         if type(v) is int or type(v) is _Num:
-            x = float(v)
-        elif type(v) is str and v in _SPECIAL_FLOATS:
-            x = _SPECIAL_FLOATS[v]
-        else:
-            raise _Bad
-        if single and abs(x) > _FLOAT32_MAX and x == x:
-            x = float("inf") if x > 0 else -float("inf")
-        return x
+            try:
+                x = float(v)  # the JSON integer -0 is 0.0, as Spark's reader has it
+            except OverflowError:  # an integer past the double range: infinite, as Java's
+                x = math.inf if int(v) > 0 else -math.inf
+            return _single(v, x) if single else x
+        if type(v) is str and v in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[v]
+        raise _Bad
 
     return conv
+
+
+def _single(v: int | str, x: float) -> float:
+    """The float32 nearest the number ``v`` (``x`` its nearest double), rounded once from the
+    exact value as Spark's reader and pyarrow's do (infinite past float32's range): the double
+    rounds to the same float32 except where it lies exactly halfway between two of them."""
+    if x != x or math.isinf(x):
+        return x
+    try:
+        f = _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:  # past float32's range, or halfway to it: the tie is settled below
+        f = math.copysign(math.inf, x)
+    if f == x:
+        return f
+    half = math.ldexp(1.0, max(math.frexp(x)[1], -125) - 25)  # half a float32 step at x
+    k = x / half
+    if not k.is_integer() or int(k) % 2 == 0:
+        return f  # not a midpoint: one rounding or two agree
+    exact = fractions.Fraction(v)
+    if exact == x:
+        return f  # a true tie: to even, as the pack did
+    y = x + half if exact > x else x - half
+    return y if abs(y) <= _FLOAT32_MAX else math.copysign(math.inf, y)
 
 
 def _bool_conv(v: Any) -> Any:
@@ -487,6 +520,58 @@ def _converter(t: DataType) -> Callable[[Any], Any]:
     raise OptionError("schema", f"type {t.simpleString()} is not supported for JSON messages")
 
 
+def _cut(text: str) -> str:
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
+
+
+def _why(raw: bytes | None, schema: StructType) -> str:
+    """Why the per-record rules found a record malformed (FAILFAST's message): the first field
+    whose value does not convert, with its type and value, or what is wrong with the record."""
+    try:
+        doc, _ = jsondoc.raw_decode(_DECODER, (raw or b"").decode("utf-8").strip(_JSON_WS))
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    except ValueError as e:
+        return f"not JSON ({e})"
+    with jsondoc.room():
+        return _why_doc(doc, schema)
+
+
+def _why_doc(doc: Any, schema: StructType) -> str:
+    docs = doc if type(doc) is list and all(type(d) is dict for d in doc) else [doc]
+    for d in docs:
+        if type(d) is not dict:
+            return f"a JSON {type(d).__name__.replace('_Num', 'number')}, not an object"
+        for f in schema.fields:
+            found = _first_bad(d.get(f.name), f.dataType, f.name)
+            if found:
+                return found
+    return "a value that does not convert"
+
+
+def _first_bad(v: Any, t: DataType, path: str) -> str | None:
+    """Where in ``v`` (at ``path``) a value does not convert to its type, None if none."""
+    if v is None:
+        return None
+    try:
+        _converter(t)(v)
+        return None
+    except (_Bad, _Partial):
+        pass
+    inner: Iterable[tuple[str, Any, DataType]] = ()
+    if isinstance(t, StructType) and type(v) is dict:
+        inner = ((f"{path}.{f.name}", v.get(f.name), f.dataType) for f in t.fields)
+    elif isinstance(t, ArrayType) and type(v) is list:
+        inner = ((f"{path}[{i}]", x, t.elementType) for i, x in enumerate(v))
+    elif isinstance(t, MapType) and type(v) is dict:
+        inner = ((f"{path}[{k!r}]", x, t.valueType) for k, x in v.items())
+    for p, x, xt in inner:
+        found = _first_bad(x, xt, p)
+        if found:
+            return found
+    return f"field {path!r} expects {t.simpleString()}, not {_cut(_dump(v))}"
+
+
 # -- fast path (pyarrow) ---------------------------------------------------------------------
 
 
@@ -614,15 +699,21 @@ def _plan_build(plan: _Plan, out: pa.DataType, arr: pa.Array | None, vals: list[
 
 
 _CONVERTED = (TimestampType, TimestampNTZType, DateType, BinaryType, DecimalType)
+# Zeros pyarrow reads as -0.0 go to the per-record rules (the text decides: -0 or -0.0).
+_FLOATS = (FloatType, DoubleType)
 
 
 def _post(arr: pa.Array, t: DataType, out: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
     """Convert a pyarrow-parsed column to ``out``; also return a mask of values left to the
     per-record rules (None when there are none)."""
-    if arr.type == out and not _has(t, (DecimalType, BinaryType)):
+    if arr.type == out and not _has(t, (DecimalType, BinaryType, *_FLOATS)):
         return arr, None  # natively parsed (zoned timestamps), or nothing to convert
-    if not _has(t, _CONVERTED):
+    if not _has(t, _CONVERTED + _FLOATS):
         return arr.cast(out), None
+    if isinstance(t, _FLOATS):  # pyarrow reads the JSON integer -0 as -0.0, Spark as 0.0
+        x = arr.to_numpy(zero_copy_only=False)
+        negative_zero = (x == 0) & np.signbit(x)
+        return arr.cast(out), (negative_zero if negative_zero.any() else None)
     valid = pc.is_valid(arr)
     if isinstance(t, StructType):
         children, bad = [], None
@@ -784,9 +875,15 @@ class TypedDecoder:
             text = raw.decode("utf-8").strip(_JSON_WS)
             if not text:
                 return []
-            doc, _ = _DECODER.raw_decode(text)  # Like Spark, ignores what follows the value.
+            doc, _ = jsondoc.raw_decode(_DECODER, text)  # Like Spark, ignores what follows the value.
         except ValueError:
             return [(None, True)]
+        if jsondoc.maybe_deep(text, 100):  # converting recurses as deep as the record nests
+            with jsondoc.room():
+                return self._rows(doc)
+        return self._rows(doc)
+
+    def _rows(self, doc: Any) -> list[tuple[dict | None, bool]]:
         if type(doc) is dict:
             return [_struct_values(doc, self._fields)]
         if type(doc) is list and all(type(d) is dict for d in doc):
@@ -799,8 +896,8 @@ class TypedDecoder:
             if self._index_map is not None:
                 index = int(self._index_map[index])
             text = (raw or b"").decode("utf-8", "replace")
-            excerpt = text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
-            err = MessageDecodeError(f"malformed JSON record at index {index} (mode FAILFAST): {excerpt!r}")
+            why = _why(raw, self._json)
+            err = MessageDecodeError(f"malformed JSON record at index {index} (mode FAILFAST): {why}: {_cut(text)!r}")
             err.index = index  # type: ignore[attr-defined]
             raise err
 
@@ -892,7 +989,7 @@ class TypedDecoder:
             _plan_slots(plan, n, vals)
         for i, raw in enumerate(part.to_pylist()):
             try:
-                doc, _ = _DECODER.raw_decode(raw.decode("utf-8").strip(_JSON_WS))
+                doc, _ = jsondoc.raw_decode(_DECODER, raw.decode("utf-8").strip(_JSON_WS))
             except ValueError:
                 bad[i] = True
                 continue
@@ -985,6 +1082,12 @@ class TypedDecoder:
             data = np.frombuffer(buf, np.uint8) if buf is not None and buf.size else np.zeros(1, np.uint8)
             first = data[np.minimum(starts[:-1], len(data) - 1)]
             special = (starts[1:] == starts[:-1]) | (first != 0x7B)
+            # pyarrow reads any depth; past Spark's limit a record is malformed (jsondoc).
+            deep = np.flatnonzero((starts[1:] - starts[:-1] > 2 * jsondoc.MAX_DEPTH) & ~special)
+            if len(deep):
+                sub = values.take(pa.array(deep))
+                brackets = pc.add(pc.count_substring(sub, "["), pc.count_substring(sub, "{"))
+                special[deep[brackets.to_numpy(zero_copy_only=False) > jsondoc.MAX_DEPTH]] = True
             if values.null_count:
                 special |= values.is_null().to_numpy(zero_copy_only=False)
             try:  # pyarrow's reader takes invalid UTF-8 inside strings; Python's rules do not

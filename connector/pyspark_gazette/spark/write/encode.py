@@ -142,6 +142,8 @@ def _part(arr: pa.Array) -> tuple:
     t = arr.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return _text_part(_STRING, arr)
+    if pa.types.is_null(t):  # NullType (lit(None)): no buffers, every value null
+        return _text_part(_RAW, json_fragments(arr))
     bits, values = arr.buffers()[:2]
     validity = bits if arr.null_count else None
     if pa.types.is_signed_integer(t):
@@ -174,7 +176,7 @@ def json_fragments(arr: pa.Array) -> pa.Array:
         arr = arr.combine_chunks()
     t = arr.type
     if pa.types.is_null(t):
-        return pa.array(["null"] * len(arr), pa.string())
+        return pa.nulls(len(arr), pa.string()).fill_null(_NULL)
     if pa.types.is_boolean(t):
         out = pc.if_else(arr, "true", "false")
     elif pa.types.is_integer(t) or pa.types.is_decimal(t):

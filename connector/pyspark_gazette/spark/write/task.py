@@ -40,6 +40,7 @@ from pyspark_gazette.message import (
     build_uuid,
     clock_now,
     document_framings,
+    jsondoc,
     new_producer_id,
     set_uuid_at,
 )
@@ -251,7 +252,7 @@ class WriteTask:
             if raw is None:
                 raise FramingError(f"{where(i)} has a null value; a message needs content")
             try:
-                doc = json.loads(raw)
+                doc = jsondoc.loads(raw)
             except ValueError as e:
                 raise FramingError(f"{where(i)}: a transactional value must be a JSON object: {e}") from None
             if not isinstance(doc, dict):
