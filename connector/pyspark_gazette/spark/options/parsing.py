@@ -109,12 +109,6 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
     return norm[match[0]] if match else None
 
 
-def folds_case(options: Mapping[str, Any]) -> bool:
-    """Whether ``options`` lost the keys' case as written: Spark hands a data source its options
-    in a case-insensitive mapping of lower-cased keys."""
-    return any(str(k).upper() != str(k) and str(k).upper() in options for k in options)
-
-
 def spelled_like(key: str, model: str | None) -> str:
     """``key`` (lower-cased) with the case of ``model`` where their letters match, e.g.
     ``startingoffset`` like ``startingOffsets`` is ``startingOffset``: an unknown option shown
@@ -210,7 +204,9 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
         if opt is None:
             close = closest(key, [o.key for o in OPTIONS])
             hint = f" (did you mean {close!r}?)" if close else ""
-            shown = spelled_like(key, close) if folds_case(options) else written[key]
+            # Spark lower-cases option keys before a data source sees them: a key without capitals
+            # is shown with the case of the suggestion.
+            shown = written[key] if written[key] != key else spelled_like(key, close)
             raise OptionError(shown, f"unknown option{hint}; see the options reference")
         if scope not in opt.scopes:
             hint = (
