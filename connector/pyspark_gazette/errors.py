@@ -220,13 +220,18 @@ class BrokerUnreachableError(BrokerTimeoutError):
         seconds: float,
         option: str = "broker.address",
         timeout_option: str = "broker.timeout",
+        budget: float | None = None,
     ):
         self.address, self.reason, self.attempts, self.seconds = redact_url(address), reason, attempts, seconds
-        self.option, self.timeout_option = option, timeout_option
+        self.option, self.timeout_option, self.budget = option, timeout_option, budget
+        note = (
+            f"{timeout_option}, {budget:g}s, cut the wait short"
+            if budget is not None
+            else f"{timeout_option} applies once a broker has answered"
+        )
         details = (
             f"nothing answered at {option} {self.address!r} ({what}: {reason}; {attempts} attempt(s) over "
-            f"{seconds:.0f}s): check that a broker is running there and that the host and port are right "
-            f"({timeout_option} applies once a broker has answered)"
+            f"{seconds:.0f}s): check that a broker is running there and that the host and port are right ({note})"
         )
         super().__init__(what, "UNAVAILABLE", details)
 
@@ -243,19 +248,27 @@ class BrokerUnreachableError(BrokerTimeoutError):
             seconds=self.seconds,
             option=option,
             timeout_option=timeout_option,
+            budget=self.budget,
         )
         err.__cause__ = self.__cause__
         return err
 
     def __reduce__(self) -> Any:
-        args = (self.what, self.address, self.reason, self.attempts, self.seconds, self.option, self.timeout_option)
-        return _unreachable, args
+        fields = (self.attempts, self.seconds, self.option, self.timeout_option, self.budget)
+        return _unreachable, (self.what, self.address, self.reason, *fields)
 
 
 def _unreachable(*args: Any) -> BrokerUnreachableError:
-    what, address, reason, attempts, seconds, option, timeout_option = args
+    what, address, reason, attempts, seconds, option, timeout_option, budget = args
     return BrokerUnreachableError(
-        what, address, reason, attempts=attempts, seconds=seconds, option=option, timeout_option=timeout_option
+        what,
+        address,
+        reason,
+        attempts=attempts,
+        seconds=seconds,
+        option=option,
+        timeout_option=timeout_option,
+        budget=budget,
     )
 
 

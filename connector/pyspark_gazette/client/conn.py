@@ -348,10 +348,19 @@ class Connections:
             return None
         waited = time.monotonic() - since
         budget = self.config.broker_timeout
-        if not final and attempt + 1 < CONNECT_ATTEMPTS and not (budget and waited >= budget):
+        cut = budget is not None and budget > 0 and waited >= budget
+        if not final and attempt + 1 < CONNECT_ATTEMPTS and not cut:
             return None
-        reason = err.details.rsplit(": ", 1)[-1].strip() or err.details
-        gone = BrokerUnreachableError(what, self.config.address, reason, attempts=attempt + 1, seconds=waited)
+        # gRPC's innermost cause: "Connection refused", "Domain name not found", ...
+        reason = err.details.rsplit(": ", 1)[-1].strip().rstrip("]") or err.details
+        gone = BrokerUnreachableError(
+            what,
+            self.config.address,
+            reason,
+            attempts=attempt + 1,
+            seconds=waited,
+            budget=budget if cut and attempt + 1 < CONNECT_ATTEMPTS else None,
+        )
         gone.__cause__ = err
         return gone
 
