@@ -72,7 +72,8 @@ class ClientConfig:
     ``broker_timeout``: seconds a :class:`~pyspark_gazette.client.reader.RetryReader` or an
     append of the :class:`~pyspark_gazette.client.append_service.AppendService` keeps retrying
     without progress before it fails with :class:`~pyspark_gazette.errors.BrokerTimeoutError`
-    (``None``: forever; the Spark option ``broker.timeout`` defaults to 5 minutes).
+    (``None``: forever; the Spark option ``broker.timeout`` defaults to 5 minutes). While no
+    broker has answered the client yet, calls give up sooner (:meth:`Connections.unreachable`).
     """
 
     address: str
