@@ -35,10 +35,12 @@ from pyspark_gazette.client import Change, ClientConfig, JournalClient
 from pyspark_gazette.client.heads import write_head
 from pyspark_gazette.client.specs import dump_specs, load_spec_file, spec_to_dict
 from pyspark_gazette.errors import (
+    BrokerUnreachableError,
     FragmentError,
     FramingError,
     GazetteError,
     InvalidInputError,
+    JournalNotFoundError,
     OffsetJumpError,
     OffsetNotYetAvailableError,
     TransportError,
@@ -53,8 +55,8 @@ from pyspark_gazette.protocol.specs import spec_problems
 from pyspark_gazette.quickstart import packaged_specs, run_quickstart
 
 DEFAULT_ADDRESS = "http://localhost:8080"
-#: ``--broker.timeout`` when not given: long enough for a broker restart or a route change, short
-#: enough that a wrong address is reported while the user still waits at the terminal.
+#: ``--broker.timeout`` when not given: long enough for a broker restart or a route change (an
+#: address where nothing ever answered fails sooner, by List's rule: ``Connections.unreachable``).
 DEFAULT_BROKER_TIMEOUT = "1m"
 
 
@@ -90,6 +92,14 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def _client(args: argparse.Namespace):
     address = args.broker_address or os.environ.get("BROKER_ADDRESS") or DEFAULT_ADDRESS
+    # Where the address came from, for an error saying nothing answered there.
+    args.address_option = (
+        "--broker.address"
+        if args.broker_address
+        else "BROKER_ADDRESS"
+        if address != DEFAULT_ADDRESS
+        else "the default --broker.address"
+    )
     token = _token(args)
     try:
         config = ClientConfig(
@@ -130,8 +140,9 @@ def _add_broker_flags(p: argparse.ArgumentParser) -> None:
         "--broker.timeout",
         dest="broker_timeout",
         default=DEFAULT_BROKER_TIMEOUT,
-        help="how long to keep retrying while no broker answers (wrong address, broker down), e.g. 30s, 5m; "
-        "then exit 1 (0 = forever; default %(default)s, as the Spark option broker.timeout)",
+        help="how long to keep retrying while no broker answers (a broker down or restarting), e.g. 30s, 5m; "
+        "then exit 1 (0 = forever; default %(default)s, as the Spark option broker.timeout); an address where "
+        "nothing has answered yet fails after about 7s",
     )
 
 
@@ -593,6 +604,22 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def _explained(e: GazetteError, args: argparse.Namespace) -> GazetteError | str:
+    """``e`` in the CLI's words: the flag an unreachable address came from; a missing journal with
+    the closest existing name (as the Spark source suggests one)."""
+    if isinstance(e, BrokerUnreachableError) and hasattr(args, "address_option"):
+        return e.for_option(args.address_option, "--broker.timeout")
+    if isinstance(e, JournalNotFoundError) and e.journal and hasattr(args, "address_option"):
+        from pyspark_gazette.spark.resolve import did_you_mean
+
+        with _client(args) as c:
+            hint = " (or the token does not cover it)" if c.config.auth_token else ""
+            hint += did_you_mean(c, e.journal)
+        flag = "-j " if e.journal == getattr(args, "journal", None) else "journal "
+        return f"{flag}{e.journal!r}: no such journal (JOURNAL_NOT_FOUND){hint}"
+    return e
+
+
 def _run(args: argparse.Namespace) -> int:
 
     try:
@@ -611,7 +638,7 @@ def _run(args: argparse.Namespace) -> int:
             return run_quickstart(data_dir=args.data_dir, rows=args.rows, keep=args.keep, specs=args.specs)
         return args.func(args)
     except GazetteError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_explained(e, args)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

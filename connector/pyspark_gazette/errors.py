@@ -203,6 +203,75 @@ class BrokerTimeoutError(TransportError):
         return False
 
 
+class BrokerUnreachableError(BrokerTimeoutError):
+    """Nothing ever answered at the configured broker address: every attempt failed to connect
+    (nothing listens there, a wrong host or port, the broker not started). ``option`` names
+    where the address came from (the Spark option ``broker.address``, or the CLI's flag or
+    variable) and ``timeout_option`` the matching timeout; ``address`` is redacted of secrets;
+    ``reason`` is gRPC's last error, shortened. Not retried."""
+
+    def __init__(
+        self,
+        what: str,
+        address: str,
+        reason: str,
+        *,
+        attempts: int,
+        seconds: float,
+        option: str = "broker.address",
+        timeout_option: str = "broker.timeout",
+        budget: float | None = None,
+    ):
+        self.address, self.reason, self.attempts, self.seconds = redact_url(address), reason, attempts, seconds
+        self.option, self.timeout_option, self.budget = option, timeout_option, budget
+        note = (
+            f"{timeout_option}, {budget:g}s, cut the wait short"
+            if budget is not None
+            else f"{timeout_option} applies once a broker has answered"
+        )
+        details = (
+            f"nothing answered at {option} {self.address!r} ({what}: {reason}; {attempts} attempt(s) over "
+            f"{seconds:.0f}s): check that a broker is running there and that the host and port are right ({note})"
+        )
+        super().__init__(what, "UNAVAILABLE", details)
+
+    def __str__(self) -> str:
+        return self.details
+
+    def for_option(self, option: str, timeout_option: str) -> BrokerUnreachableError:
+        """The same error naming other options (e.g. the CLI's ``--broker.address``)."""
+        err = BrokerUnreachableError(
+            self.what,
+            self.address,
+            self.reason,
+            attempts=self.attempts,
+            seconds=self.seconds,
+            option=option,
+            timeout_option=timeout_option,
+            budget=self.budget,
+        )
+        err.__cause__ = self.__cause__
+        return err
+
+    def __reduce__(self) -> Any:
+        fields = (self.attempts, self.seconds, self.option, self.timeout_option, self.budget)
+        return _unreachable, (self.what, self.address, self.reason, *fields)
+
+
+def _unreachable(*args: Any) -> BrokerUnreachableError:
+    what, address, reason, attempts, seconds, option, timeout_option, budget = args
+    return BrokerUnreachableError(
+        what,
+        address,
+        reason,
+        attempts=attempts,
+        seconds=seconds,
+        option=option,
+        timeout_option=timeout_option,
+        budget=budget,
+    )
+
+
 class CancelledError(TransportError):
     """The call was cancelled or ran past its deadline (never retried)."""
 

@@ -47,3 +47,37 @@ def test_reads_and_appends_give_up_after_broker_timeout(backend):
         with pytest.raises(BrokerTimeoutError, match=f"append of 8 bytes to '{J}'.*broker.timeout"):
             pending.wait()
         service.close(timeout=0)
+
+
+@pytest.mark.timeout(180)
+def test_an_address_where_nothing_answers_fails_like_list_not_after_broker_timeout(caplog):
+    """Nothing has ever answered at the address (a wrong port): appends and reads give up by
+    List's rule, naming broker.address, instead of retrying for broker_timeout with a warning per
+    attempt; the budget is for brokers that answered once and went away (the test above)."""
+    import logging
+    import socket
+
+    from pyspark_gazette.client import JournalClient
+    from pyspark_gazette.errors import BrokerUnreachableError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    address = f"http://127.0.0.1:{port}"
+    sentence = f"nothing answered at broker.address {address!r} ({{what}}: "
+    with JournalClient(address, broker_timeout=3600.0) as c, caplog.at_level(logging.DEBUG, "pyspark_gazette"):
+        with pytest.raises(BrokerUnreachableError) as info:
+            c.append(J, b'{"n":1}\n')
+        assert str(info.value).startswith(sentence.format(what=f"append to '{J}'")), info.value
+        assert "check that a broker is running there and that the host and port are right" in str(info.value)
+        assert not info.value.retriable
+        service = AppendService(c.conns)
+        with pytest.raises(BrokerUnreachableError, match="append of 8 bytes to"):
+            service.append(J, b'{"n":2}\n').wait()
+        service.close(timeout=0)
+        with RetryReader(c.conns, J, 0) as reader, pytest.raises(BrokerUnreachableError, match=f"read of '{J}'"):
+            reader.read()
+        with pytest.raises(BrokerUnreachableError, match="List"):
+            c.list_journals()
+    retries = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not retries, [r.getMessage() for r in retries]

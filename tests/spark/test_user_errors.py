@@ -107,7 +107,23 @@ def test_a_planning_error_is_our_last_line(spark, broker, clicks):
         spark.read.format("gazette").option("broker.address", broker.address).option("startingOffset", "earliest").load(
             clicks
         ).collect()
-    our_sentence_is_last(ei.value, "option 'startingoffset': unknown option (did you mean 'startingOffsets'?)")
+    our_sentence_is_last(ei.value, "option 'startingOffset': unknown option (did you mean 'startingOffsets'?)")
+
+
+def test_a_wrong_broker_address_is_our_one_sentence_naming_it(spark):
+    """Nothing listens at broker.address: the read fails with our sentence naming the option and
+    its value (the password redacted) and what to check, not gRPC's "failed to connect"."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    address = f"http://user:s3cret@127.0.0.1:{port}"
+    with pytest.raises(SPARK_ERRORS) as ei:
+        spark.read.format("gazette").option("broker.address", address).load("errors/clicks").collect()
+    lines = our_sentence_is_last(ei.value, f"nothing answered at broker.address 'http://REDACTED@127.0.0.1:{port}'")
+    assert "check that a broker is running there and that the host and port are right" in lines[-2] + lines[-1]
+    assert "s3cret" not in str(ei.value)
 
 
 def test_a_task_error_is_our_last_line(spark, broker, clicks):

@@ -106,3 +106,36 @@ def test_one_address_falls_back_to_a_broker_learned_from_a_route():
 def test_a_bad_item_of_an_address_list_is_refused(bad):
     with pytest.raises(ValueError, match="address"):
         ClientConfig(bad)
+
+
+def test_a_client_nothing_answered_gives_up_by_lists_rule():
+    """Connections.unreachable: the one rule for every call while no broker has answered."""
+    import time
+
+    from pyspark_gazette.client.conn import CONNECT_ATTEMPTS
+    from pyspark_gazette.errors import BrokerUnreachableError, TransportError
+
+    refused = TransportError(
+        "List", "UNAVAILABLE", "failed to connect to all addresses; last error: x: Connection refused"
+    )
+    conns = Connections(ClientConfig("http://user:pw@127.0.0.1:1", broker_timeout=3600.0))
+    now = time.monotonic()
+    assert conns.unreachable("List", refused, 0, now) is None  # retried, as List does
+    gone = conns.unreachable("List", refused, CONNECT_ATTEMPTS - 1, now)
+    assert isinstance(gone, BrokerUnreachableError) and not gone.retriable and gone.__cause__ is refused
+    assert str(gone).startswith(
+        f"nothing answered at broker.address 'http://REDACTED@127.0.0.1:1' (List: Connection refused; "
+        f"{CONNECT_ATTEMPTS} attempt(s) over 0s): check that a broker is running there"
+    ), gone
+    assert "(broker.timeout applies once a broker has answered)" in str(gone)
+    assert pickle.loads(pickle.dumps(gone)).args == gone.args and str(pickle.loads(pickle.dumps(gone))) == str(gone)
+    assert isinstance(conns.unreachable("List", refused, 0, now, final=True), BrokerUnreachableError)
+    assert conns.unreachable("List", TransportError("List", "INTERNAL", "x"), 99, now) is None
+    # A broker.timeout shorter than List's rule cuts the wait, and the error says so.
+    short = Connections(ClientConfig("http://127.0.0.1:1", broker_timeout=1.0))
+    cut = short.unreachable("List", refused, 1, now - 2.0)
+    assert cut is not None and "(broker.timeout, 1s, cut the wait short)" in str(cut)
+    # Once a broker has answered, the address is right: broker.timeout alone decides.
+    conns.update_route("a/b", pb.Header())
+    assert conns.answered and conns.unreachable("List", refused, 99, now - 10_000) is None
+    assert "--broker.address 'http://REDACTED@127.0.0.1:1'" in str(gone.for_option("--broker.address", "--bt"))

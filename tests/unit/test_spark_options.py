@@ -49,6 +49,31 @@ def test_every_typed_option_rejects_a_bad_value_naming_itself(opt):
 
 
 @pytest.mark.parametrize(
+    "typo,shown,meant",
+    [
+        ("startingOffset", "startingOffset", "startingOffsets"),
+        ("MaxBytesPerTriger", "maxBytesPerTriger", "maxBytesPerTrigger"),
+        ("broker.adress", "broker.adress", "broker.address"),
+        ("completelyDifferent", "completelydifferent", None),
+    ],
+)
+def test_an_unknown_option_is_echoed_as_written(typo, shown, meant):
+    """A key with capitals is shown as written; Spark's case-insensitive options hold it
+    lower-cased, so a key without capitals is shown with the case of the suggestion where their
+    letters match."""
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    hint = f" (did you mean {meant!r}?)" if meant else ""
+    with pytest.raises(OptionError) as ei:
+        parse({**BASE_READ, typo: "1"}, STREAM, env={})
+    assert str(ei.value).startswith(f"option {typo!r}: unknown option{hint};"), ei.value
+    with pytest.raises(OptionError) as ei:
+        parse(CaseInsensitiveDict({**BASE_READ, typo: "1"}), STREAM, env={})
+    assert str(ei.value).startswith(f"option {shown!r}: unknown option{hint};"), ei.value
+    assert ei.value.option == shown
+
+
+@pytest.mark.parametrize(
     "options,option",
     [
         ({"broker.address": "ftp://x:1", "journals": "a/b/c"}, "broker.address"),

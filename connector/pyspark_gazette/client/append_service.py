@@ -438,6 +438,12 @@ class AppendService:
                     return
                 now, budget = time.monotonic(), self._conns.config.broker_timeout
                 failing_since = now if failing_since is None else failing_since
+                gone = self._conns.unreachable(f"append of {size} bytes to {journal!r}", e, attempt, failing_since)
+                if gone is not None:
+                    with chain.cond:
+                        chain.error = gone
+                    aa._finish(error=gone)
+                    return
                 if budget and now - failing_since > budget:
                     timeout = BrokerTimeoutError(
                         f"append of {size} bytes to {journal!r}",
@@ -452,7 +458,14 @@ class AppendService:
                     return
                 unavailable = isinstance(e, TransportError) and e.code == "UNAVAILABLE"
                 self._conns.endpoint_failed(journal, getattr(app, "_endpoint", None) or None if unavailable else None)
-                log.warning("append of %d bytes to %s failed (attempt %d), retrying: %s", size, journal, attempt, e)
+                log.log(
+                    logging.WARNING if self._conns.answered else logging.DEBUG,  # a wrong address is one error
+                    "append of %d bytes to %s failed (attempt %d), retrying: %s",
+                    size,
+                    journal,
+                    attempt,
+                    e,
+                )
                 time.sleep(backoff(attempt))
                 attempt += 1
                 continue

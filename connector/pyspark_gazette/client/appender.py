@@ -321,6 +321,9 @@ def append(
                 raise
             if max_attempts is not None and attempt + 1 >= max_attempts:
                 raise
+            gone = conns.unreachable(f"append to {journal!r}", e, attempt, failing_since)
+            if gone is not None:
+                raise gone from e
             endpoint = app._endpoint or conns.append_endpoint(journal)
             now = time.monotonic()
             if budget and now - failing_since >= budget:
@@ -335,7 +338,8 @@ def append(
             delay = backoff(attempt)
             if budget:
                 delay = max(0.0, min(delay, budget - (now - failing_since)))
-            log.warning(
+            log.log(
+                logging.WARNING if conns.answered else logging.DEBUG,  # a wrong address is one error
                 "append to %s: waiting for broker %s (attempt %d failed: %s); retrying in %.1fs%s",
                 journal,
                 endpoint,

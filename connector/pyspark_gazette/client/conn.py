@@ -27,7 +27,13 @@ from typing import Any, TypeVar
 
 import grpc
 
-from pyspark_gazette.errors import AuthRefusedError, CancelledError, GazetteError, TransportError
+from pyspark_gazette.errors import (
+    AuthRefusedError,
+    BrokerUnreachableError,
+    CancelledError,
+    GazetteError,
+    TransportError,
+)
 from pyspark_gazette.protocol import pb, pb_grpc
 from pyspark_gazette.protocol.journal_names import base_journal
 
@@ -40,6 +46,11 @@ MAX_RECEIVE_BYTES = 16 << 20
 APPEND_CHUNK_BYTES = 1 << 20
 
 _T = TypeVar("_T")
+
+#: Attempts a unary call (List, Apply) makes while gRPC answers ``UNAVAILABLE``, about 7 s of
+#: :func:`backoff`; also every call's limit while nothing has answered the client yet
+#: (:meth:`Connections.unreachable`), whatever its ``broker_timeout``.
+CONNECT_ATTEMPTS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +72,8 @@ class ClientConfig:
     ``broker_timeout``: seconds a :class:`~pyspark_gazette.client.reader.RetryReader` or an
     append of the :class:`~pyspark_gazette.client.append_service.AppendService` keeps retrying
     without progress before it fails with :class:`~pyspark_gazette.errors.BrokerTimeoutError`
-    (``None``: forever; the Spark option ``broker.timeout`` defaults to 5 minutes).
+    (``None``: forever; the Spark option ``broker.timeout`` defaults to 5 minutes). While no
+    broker has answered the client yet, calls give up sooner (:meth:`Connections.unreachable`).
     """
 
     address: str
@@ -183,6 +195,8 @@ class Connections:
         self._bootstrap = config.addresses[0]
         #: Times the bootstrap address moved on after a failure (:meth:`endpoint_failed`).
         self.bootstrap_moves = 0
+        #: Whether a broker has answered a call of this client (:meth:`unreachable`).
+        self.answered = False
 
     def __repr__(self) -> str:
         return f"Connections(address={self.config.address!r})"
@@ -252,7 +266,10 @@ class Connections:
 
     def update_route(self, journal: str, header: pb.Header | None) -> None:
         """Remember the route a response header names (ignored when it has no endpoints)."""
-        if header is None or not header.HasField("route"):
+        if header is None:
+            return
+        self.answered = True
+        if not header.HasField("route"):
             return
         route = header.route
         if route.endpoints and len(route.endpoints) == len(route.members):
@@ -315,7 +332,40 @@ class Connections:
 
     # -- retries -----------------------------------------------------------------------------
 
-    def unary(self, what: str, rpc: str, request: Any, *, attempts: int = 8) -> Any:
+    def unreachable(
+        self, what: str, err: Exception, attempt: int, since: float, *, final: bool = False
+    ) -> BrokerUnreachableError | None:
+        """The error to give up with when retrying ``err``, the failure of ``attempt`` (from 0)
+        of a call failing since ``since`` (``time.monotonic()``), would wait on an address where
+        nothing answers; else None. ``final``: the caller gives up anyway (its own attempts are
+        spent), and only wants the error named.
+
+        The one rule for every call of a client no broker has answered yet (:attr:`answered`):
+        ``UNAVAILABLE`` is retried :data:`CONNECT_ATTEMPTS` times, as List does, or for
+        ``broker_timeout`` when that is shorter, then fails naming the configured address. Once a
+        broker has answered, the address is right and retries go on for ``broker_timeout``.
+        """
+        if self.answered or not isinstance(err, TransportError) or err.code != "UNAVAILABLE":
+            return None
+        waited = time.monotonic() - since
+        budget = self.config.broker_timeout
+        cut = budget is not None and budget > 0 and waited >= budget
+        if not final and attempt + 1 < CONNECT_ATTEMPTS and not cut:
+            return None
+        # gRPC's innermost cause: "Connection refused", "Domain name not found", ...
+        reason = err.details.rsplit(": ", 1)[-1].strip().rstrip("]") or err.details
+        gone = BrokerUnreachableError(
+            what,
+            self.config.address,
+            reason,
+            attempts=attempt + 1,
+            seconds=waited,
+            budget=budget if cut and attempt + 1 < CONNECT_ATTEMPTS else None,
+        )
+        gone.__cause__ = err
+        return gone
+
+    def unary(self, what: str, rpc: str, request: Any, *, attempts: int = CONNECT_ATTEMPTS) -> Any:
         """Call the unary RPC named ``rpc`` of the bootstrap broker with :meth:`retry_unavailable`."""
 
         def call() -> Any:
@@ -329,14 +379,16 @@ class Connections:
         is given: then any failure forgets its route) and re-raised."""
         endpoint = endpoint or self._bootstrap
         try:
-            return call(self.stub(endpoint))
+            result = call(self.stub(endpoint))
+            self.answered = True
+            return result
         except grpc.RpcError as e:
             code = e.code() if hasattr(e, "code") else None
             if code == grpc.StatusCode.UNAVAILABLE or journal is not None:
                 self.endpoint_failed(journal, endpoint if code == grpc.StatusCode.UNAVAILABLE else None)
             raise
 
-    def retry_unavailable(self, what: str, call: Callable[[], _T], *, attempts: int = 8) -> _T:
+    def retry_unavailable(self, what: str, call: Callable[[], _T], *, attempts: int = CONNECT_ATTEMPTS) -> _T:
         """Run ``call``, retrying gRPC ``UNAVAILABLE`` (a broker restarting) up to ``attempts``
         times with :func:`backoff`; gRPC errors are translated, other errors raised at once.
 
@@ -346,6 +398,7 @@ class Connections:
         """
         attempt = 0
         tried = 1
+        since = time.monotonic()
         while True:
             bootstrap = self._bootstrap
             try:
@@ -361,6 +414,9 @@ class Connections:
                     log.debug("%s: %s; trying %s", what, err, self._bootstrap)
                     continue
                 tried = 1
+                gone = self.unreachable(what, err, attempt, since, final=attempt + 1 >= attempts)
+                if gone is not None:
+                    raise gone from err
                 if attempt + 1 >= attempts:
                     raise
                 log.debug("%s: %s; retrying", what, err)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import grpc
 
-from pyspark_gazette.client.conn import Connections, translate_rpc_error
+from pyspark_gazette.client.conn import CONNECT_ATTEMPTS, Connections, translate_rpc_error
 from pyspark_gazette.errors import (
     EtcdTransactionFailedError,
     GazetteError,
@@ -62,14 +62,18 @@ class JournalInfo:
 
 
 def list_journals(
-    conns: Connections, selector: str | pb.LabelSelector | None = None, *, attempts: int = 8
+    conns: Connections,
+    selector: str | pb.LabelSelector | None = None,
+    *,
+    attempts: int = CONNECT_ATTEMPTS,
+    what: str = "List",
 ) -> list[JournalInfo]:
     """All journals matching ``selector`` (label-selector syntax or a ``LabelSelector``).
 
     gRPC ``UNAVAILABLE`` (a broker restarting) is retried ``attempts`` times with the usual
-    backoff; other errors are raised.
+    backoff; other errors are raised. ``what`` names the call when nothing answers.
     """
-    return conns.retry_unavailable("List", lambda: _list_once(conns, selector), attempts=attempts)
+    return conns.retry_unavailable(what, lambda: _list_once(conns, selector), attempts=attempts)
 
 
 def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> list[JournalInfo]:
@@ -134,7 +138,7 @@ def get_journal(conns: Connections, journal: str) -> JournalInfo:
     """The journal's spec and route; :class:`JournalNotFoundError` when it does not exist."""
     name = base_journal(journal)
     sel = pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=name)]))
-    for info in list_journals(conns, sel):
+    for info in list_journals(conns, sel, what=f"List of journal {name!r}"):
         if info.name == name:
             return info
     raise JournalNotFoundError(journal=name)

@@ -351,6 +351,7 @@ class RetryReader:
             except GazetteError as e:
                 if not _retried_read_error(e):
                     raise
+                self._check_reachable(e)
                 unavailable = isinstance(e, TransportError) and e.code == "UNAVAILABLE"
                 self._conns.endpoint_failed(
                     self.journal, getattr(self.reader, "endpoint", None) if unavailable else None
@@ -375,7 +376,8 @@ class RetryReader:
             self._check_budget(err)
         delay = backoff(self.attempt)
         if log_it and err is not None:
-            log.warning(
+            log.log(
+                logging.WARNING if self._conns.answered else logging.DEBUG,  # a wrong address is one error
                 "read of %s at offset %d failed (attempt %d), retrying in %.2fs: %s",
                 self.journal,
                 self.offset,
@@ -387,6 +389,13 @@ class RetryReader:
             time.sleep(delay)
         self.attempt += 1
         self._restart()
+
+    def _check_reachable(self, err: Exception) -> None:
+        """Give up on an address where nothing answers (:meth:`Connections.unreachable`)."""
+        since = time.monotonic() if self._failing_since is None else self._failing_since
+        gone = self._conns.unreachable(f"read of {self.journal!r}", err, self.attempt, since)
+        if gone is not None:
+            raise gone from err
 
     def _check_budget(self, err: Exception | None) -> None:
         budget = self._conns.config.broker_timeout

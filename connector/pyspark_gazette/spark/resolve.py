@@ -39,17 +39,22 @@ def resolve_journals(
         if missing:
             # A broker with auth answers "not found" for journals outside the token's selector too.
             hint = " (or broker.authToken does not cover them)" if client.config.auth_token else ""
-            try:
-                near = closest(missing[0], [i.name for i in client.list_journals()])
-            except GazetteError:
-                near = None  # e.g. a token without LIST
-            if near:
-                hint += f" (did you mean {near!r}?)"
+            hint += did_you_mean(client, missing[0])
             raise OptionError("journals", f"journal(s) not found: {', '.join(map(repr, missing))}{hint}")
     infos = sorted({i.name: i for i in infos}.values(), key=lambda i: i.name)
     if offsets is not None and selector:
         check_offsets_name_read_journals(*offsets, [i.name for i in infos])
     return infos
+
+
+def did_you_mean(client: JournalClient, journal: str) -> str:
+    """`` (did you mean 'x'?)`` naming the existing journal closest to a missing ``journal``, or
+    ``""`` when none is close (or listing is refused, e.g. a token without LIST)."""
+    try:
+        near = closest(journal, [i.name for i in client.list_journals()])
+    except GazetteError:
+        return ""
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def framing_of(info: JournalInfo, option: str) -> Framing:

@@ -109,6 +109,21 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
     return norm[match[0]] if match else None
 
 
+def spelled_like(key: str, model: str | None) -> str:
+    """``key`` (lower-cased) with the case of ``model`` where their letters match, e.g.
+    ``startingoffset`` like ``startingOffsets`` is ``startingOffset``: an unknown option shown
+    much as the user likely wrote it, when Spark has lower-cased it."""
+    if not model:
+        return key
+    import difflib
+
+    out = list(key)
+    for tag, i1, i2, j1, _ in difflib.SequenceMatcher(None, key, model.lower(), autojunk=False).get_opcodes():
+        if tag == "equal":
+            out[i1:i2] = model[j1 : j1 + i2 - i1]
+    return "".join(out)
+
+
 def check_offsets_name_read_journals(
     starting: str | dict[str, int] | None, ending: str | dict[str, int] | None, read: Iterable[str]
 ) -> None:
@@ -179,6 +194,7 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
     """
     env = os.environ if env is None else env
     given = {str(k).lower(): v for k, v in options.items() if v is not None}
+    written = {str(k).lower(): str(k) for k in options}
     in_file = options_from_file(env, _SPELLINGS)
     out: dict[str, Any] = {}
     for key in given:
@@ -188,7 +204,10 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
         if opt is None:
             close = closest(key, [o.key for o in OPTIONS])
             hint = f" (did you mean {close!r}?)" if close else ""
-            raise OptionError(key, f"unknown option{hint}; see the options reference")
+            # Spark lower-cases option keys before a data source sees them: a key without capitals
+            # is shown with the case of the suggestion.
+            shown = written[key] if written[key] != key else spelled_like(key, close)
+            raise OptionError(shown, f"unknown option{hint}; see the options reference")
         if scope not in opt.scopes:
             hint = (
                 "; a stream has no end: use trigger(availableNow=True) to stop at the data present at start"

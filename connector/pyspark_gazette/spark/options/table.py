@@ -64,7 +64,8 @@ OPTIONS: tuple[Option, ...] = (
         "How long a task keeps retrying a read or an append while no broker answers for its journal "
         "(the cluster is down, or Gazette has not reassigned the journal yet); then the task fails "
         "naming the journal, the offset and this option. A running stream's planning of its next "
-        "micro-batch waits as long. `0` retries forever.",
+        "micro-batch waits as long. `0` retries forever. A process no broker has answered yet (a wrong "
+        "`broker.address`) gives up after about 7 seconds, or this long when shorter, naming the address.",
         example="30s",
     ),
     # -- journal selection -------------------------------------------------------------------
