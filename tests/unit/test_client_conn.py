@@ -139,3 +139,23 @@ def test_a_client_nothing_answered_gives_up_by_lists_rule():
     conns.update_route("a/b", pb.Header())
     assert conns.answered and conns.unreachable("List", refused, 99, now - 10_000) is None
     assert "--broker.address 'http://REDACTED@127.0.0.1:1'" in str(gone.for_option("--broker.address", "--bt"))
+
+
+def test_a_spark_tasks_client_waits_for_brokers_down_as_for_a_restart():
+    """A Spark task's client (its query's planning reached the address) never fails fast: brokers
+    down when a task starts are a restart, waited for broker.timeout."""
+    import time
+
+    from pyspark_gazette.client.conn import CONNECT_ATTEMPTS
+    from pyspark_gazette.errors import TransportError
+    from pyspark_gazette.spark.options import ReadOptions
+
+    refused = TransportError(
+        "Read", "UNAVAILABLE", "failed to connect to all addresses; last error: Connection refused"
+    )
+    opts = ReadOptions.parse({"broker.address": "http://127.0.0.1:1", "journals": "shop/orders"}, env={})
+    task = Connections(opts.connection.client_config(task=True))
+    assert task.answered
+    assert task.unreachable("Read", refused, CONNECT_ATTEMPTS + 5, time.monotonic() - 60) is None
+    planner = Connections(opts.connection.client_config())
+    assert planner.unreachable("List", refused, CONNECT_ATTEMPTS - 1, time.monotonic()) is not None

@@ -74,6 +74,8 @@ class ClientConfig:
     without progress before it fails with :class:`~pyspark_gazette.errors.BrokerTimeoutError`
     (``None``: forever; the Spark option ``broker.timeout`` defaults to 5 minutes). While no
     broker has answered the client yet, calls give up sooner (:meth:`Connections.unreachable`).
+    ``reached``: the address is known to answer (a Spark task of a query whose planning reached
+    it): a broker down when the client starts is waited for ``broker_timeout``, as a restart.
     """
 
     address: str
@@ -83,6 +85,7 @@ class ClientConfig:
     zone: str = ""
     timeout: float | None = None
     broker_timeout: float | None = None
+    reached: bool = False
 
     def __post_init__(self) -> None:
         for address in split_addresses(self.address):  # validate early
@@ -196,7 +199,7 @@ class Connections:
         #: Times the bootstrap address moved on after a failure (:meth:`endpoint_failed`).
         self.bootstrap_moves = 0
         #: Whether a broker has answered a call of this client (:meth:`unreachable`).
-        self.answered = False
+        self.answered = config.reached
 
     def __repr__(self) -> str:
         return f"Connections(address={self.config.address!r})"

@@ -26,7 +26,10 @@ class Connection:
     #: An Estuary-hosted collection's authorization (flow/hosted.py): its broker token renews itself.
     hosted: Any = None
 
-    def client_config(self, *, direct_reads: bool = True):
+    def client_config(self, *, direct_reads: bool = True, task: bool = False):
+        """The client configuration of these options. ``task``: for a Spark task, whose query's
+        planning reached ``broker.address``: brokers down when it starts are waited for
+        ``broker.timeout`` (a restart), not failed fast as a wrong address."""
         token: Any = self.auth_token
         if self.hosted is not None:
             token = BrokerToken(self.hosted)
@@ -37,6 +40,7 @@ class Connection:
             direct_reads=direct_reads,
             zone=self.zone,
             broker_timeout=self.broker_timeout,
+            reached=task,
         )
 
     def storage_options(self) -> dict[str, Any]:

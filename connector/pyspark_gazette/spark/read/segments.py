@@ -97,7 +97,7 @@ def connections(opts: ReadOptions) -> Connections:
     with _stores_lock:
         conns = _conns.get(key)
         if conns is None:
-            conns = _conns[key] = Connections(opts.connection.client_config(direct_reads=False))
+            conns = _conns[key] = Connections(opts.connection.client_config(direct_reads=False, task=True))
     return conns
 
 

@@ -151,7 +151,7 @@ class StreamWriteTask(WriteTask):
 
     def run_stream(self, batches: Iterable[pa.RecordBatch]) -> list[tuple[str, int, int]]:
         """Spool every batch, then append each journal's rows; return the spans written."""
-        self.client = JournalClient(self.opts.connection.client_config())
+        self.client = JournalClient(self.opts.connection.client_config(task=True))
         try:
             for batch in batches:
                 self._batch(batch)

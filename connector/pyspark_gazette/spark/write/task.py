@@ -142,7 +142,7 @@ class WriteTask:
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> tuple[list[tuple[str, int, int]], list[tuple[str, str, int]]]:
         """Write every batch; return (spans, transactions) once all appends are durable."""
-        self.client = JournalClient(self.opts.connection.client_config())
+        self.client = JournalClient(self.opts.connection.client_config(task=True))
         self.service = AppendService(self.client.conns, max_batch_bytes=self.opts.max_batch_bytes)
         ok = False
         try:
