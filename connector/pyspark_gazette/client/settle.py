@@ -76,7 +76,8 @@ SETTLE_WAITS = 0
 @dataclasses.dataclass(frozen=True)
 class Settled:
     """A journal's fragments (ordered by begin), the end a read plans to, the endpoint of the
-    broker to read unpersisted content through ('' when unknown), and the holes still open."""
+    broker to read unpersisted content through ('' when unknown), and the holes still open
+    (lost, or :attr:`pending` until :func:`fill` has waited for them)."""
 
     fragments: tuple[ListedFragment, ...]
     head: int
@@ -252,7 +253,8 @@ def settle(
     lost = [p for h in open_holes for p in _uncovered(h, held)]
     if lost:
         log.info(
-            "journal %r: offsets %s are in no route member's listing nor in the journal's stores: data loss",
+            "journal %r: offsets %s are in no route member's listing nor in the journal's stores: "
+            "a read of them is data loss, without a wait",
             journal,
             offset_ranges(lost),
         )
