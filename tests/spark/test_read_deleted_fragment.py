@@ -188,3 +188,31 @@ def test_a_stream_starting_at_a_timestamp_after_the_hole_never_waits_for_it(spar
     error, rows = _stream(spark, d, tmp_path, startingOffsets=None, startingTimestamp=str(bound))
     assert error is None and rows == d.outside(d.hole.end), error
     assert not os.path.exists(d.marker)  # neither the start nor the batch waited on the hole
+
+
+@pytest.mark.parametrize("broker", ["gazette"], indirect=True)
+def test_a_fragment_deleted_under_real_gazette_is_reported_and_skipped_at_once(
+    spark, broker, client, create_journal, tmp_path
+):
+    """The same on a real Gazette v0.103.0 cluster persisting to a file store: its brokers
+    re-list the store every second and drop the deleted fragment from their listings."""
+    journal = f"shop/orders-gazette-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024)
+    expected = fill(client, broker, journal, batches=8, per_batch=20)
+    hole = FragmentRef.from_proto(client.list_fragments(journal)[2].spec)
+    os.unlink(os.path.join(broker.store_root, "store", hole.content_path))
+    broker.refresh(journal)  # waits until Gazette's listing changed
+    assert (hole.begin, hole.end) not in [(f.spec.begin, f.spec.end) for f in client.list_fragments(journal)]
+    marker = testing.arm_settle_wait(journal)
+    try:
+        options = {"broker.address": broker.address, "broker.timeout": TIMEOUT, "store.fileRoot": broker.store_root}
+        d = Deleted(broker, client, journal, expected, hole, options, marker)
+        with pytest.raises((PySparkException, Py4JJavaError)) as ei:
+            _batch(spark, d).collect()
+        assert _names_the_hole(str(ei.value), d), str(ei.value)[:2000]
+        assert sorted(r.offset for r in _batch(spark, d, failOnDataLoss="false").collect()) == d.outside()
+        error, rows = _stream(spark, d, tmp_path, failOnDataLoss="false")
+        assert error is None and rows == d.outside(), error
+        assert not os.path.exists(marker)  # no read waited on the hole
+    finally:
+        testing.disarm_settle_wait(journal)
