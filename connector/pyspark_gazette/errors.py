@@ -3,7 +3,8 @@
 Everything we raise derives from :class:`GazetteError`. Broker statuses map one to one onto
 subclasses of :class:`StatusError` (look them up with :func:`error_for_status`); transport
 failures of gRPC are translated into :class:`TransportError` at the client boundary, and
-storage failures into :class:`FragmentError` subclasses, always ``raise ... from`` the cause.
+storage failures into :class:`FragmentError` subclasses, always ``raise ... from`` the cause;
+content a read planned but no fragment holds is :class:`DataLossError`.
 
 ``retriable`` says whether the condition is expected to pass by itself (routing churn, a
 broker restarting, content not yet written). Each retrying component documents which errors it
@@ -16,6 +17,7 @@ here (see :func:`redact_url`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 
@@ -407,6 +409,21 @@ class FragmentTooLongError(FragmentError):
 
 class FragmentChecksumError(FragmentError):
     """The SHA1 of the decompressed content does not match the fragment's sum."""
+
+
+def offset_ranges(spans: Sequence[tuple[int, int]]) -> str:
+    """``[(0, 10), (20, 30)]`` as ``[0, 10), [20, 30)``: how messages write offset ranges."""
+    return ", ".join(f"[{b}, {e})" for b, e in spans)
+
+
+class DataLossError(GazetteError):
+    """Content in a planned range is in no fragment: pruned, deleted from its store, or a hole of
+    the journal's listing that no broker filled. The message names the journal and the offsets;
+    ``failOnDataLoss=false`` skips the range instead."""
+
+    def __init__(self, message: str, *, journal: str = "", begin: int = -1, end: int = -1):
+        self.journal, self.begin, self.end = journal, begin, end
+        super().__init__(message)
 
 
 class StoreError(GazetteError):

@@ -131,10 +131,12 @@ def settle_waiting(journal: str, holes: list[tuple[int, int]]) -> None:
     base = os.path.join(SETTLE_DIR, _settle_name(journal))
     if not os.path.exists(base + ".armed"):
         return
-    log.warning("planning waits on offsets %s of %r (test hook)", holes, journal)
+    from pyspark_gazette.errors import offset_ranges
+
+    log.warning("planning waits on offsets %s of %r (test hook)", offset_ranges(holes), journal)
     draft = f"{base}.{os.getpid()}.draft"
     with open(draft, "w") as f:
-        f.write(f"{os.getpid()} {holes}")
+        f.write(f"{os.getpid()} {offset_ranges(holes)}")
     os.replace(draft, base + ".waiting")
 
 

@@ -3,10 +3,11 @@ not listed yet, is waited out by batch and stream planning; a hole Gazette itsel
 (the next fragment persisted more than 6 hours ago) is data loss at once. And a list of broker
 addresses: planning, streams and sinks go on when the first address is dead.
 
-A transient hole is made on the embedded broker by moving a persisted fragment's file aside and
-re-listing the store (the index drops it, as a broker that has not listed it yet); the test
-waits for the planner's marker (testing.arm_settle_wait) before putting the file back and
-re-listing, so the read provably started while the hole was open.
+A transient hole is made on the embedded broker by moving a persisted fragment's file aside,
+re-listing the store (the index drops it) and putting the file back: the store holds it, the
+broker has not listed it yet, as after a failover. The test waits for the planner's marker
+(testing.arm_settle_wait) before re-listing, so the read provably started while the hole was
+open. A fragment file deleted from the store is the other case: tests/spark/test_read_deleted_fragment.py.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from pyspark_gazette import testing
 from pyspark_gazette.fragments import FragmentRef
 
 
-def _open_hole(client, broker, journal):
-    """Move the second fragment's file aside and re-list: the listing has a hole there."""
+def _open_hole(client, broker, journal, *, back: bool = True):
+    """Move the second fragment's file aside and re-list: the listing has a hole there. With
+    ``back`` the file is put back at once: the store holds it, the broker does not list it."""
     mid = FragmentRef.from_proto(client.list_fragments(journal)[1].spec)
     path = os.path.join(broker.store_root, "store", mid.content_path)
     os.rename(path, path + ".aside")
     broker.refresh(journal)
     assert (mid.begin, mid.end) not in [(f.spec.begin, f.spec.end) for f in client.list_fragments(journal)]
+    if back:
+        os.rename(path + ".aside", path)
     return mid, path
 
 
@@ -63,13 +67,12 @@ def test_batch_read_waits_out_a_transient_hole(spark, broker, client, create_jou
     journal = f"holes/batch-{uuid.uuid4().hex[:6]}"
     create_journal(journal, length=1024, refresh_seconds=3600)
     expected = fill(client, broker, journal, batches=8, per_batch=20)
-    mid, path = _open_hole(client, broker, journal)
+    mid, _ = _open_hole(client, broker, journal)
     marker = testing.arm_settle_wait(journal)
     try:
         t, out = _in_thread(lambda: reader(spark, broker, journals=journal, directReads="false").load().collect())
         text = _wait_marker(marker, t)
-        assert f"({mid.begin}, {mid.end})" in text  # the planner waited on exactly that hole
-        os.rename(path + ".aside", path)
+        assert f"[{mid.begin}, {mid.end})" in text  # the planner waited on exactly that hole
         broker.refresh(journal)
         t.join(120)
         assert not t.is_alive() and "error" not in out, out.get("error")
@@ -86,7 +89,7 @@ def test_a_hole_gazette_would_jump_is_data_loss_at_once(spark, broker, client, c
     after = FragmentRef.from_proto(client.list_fragments(journal)[2].spec)
     week_ago = time.time() - 7 * 24 * 3600  # persisted long before: Gazette's reader jumps the hole
     os.utime(os.path.join(broker.store_root, "store", after.content_path), (week_ago, week_ago))
-    mid, _ = _open_hole(client, broker, journal)
+    mid, _ = _open_hole(client, broker, journal, back=False)
     marker = testing.arm_settle_wait(journal)
     try:
         r = reader(spark, broker, journals=journal, failOnDataLoss=str(fail).lower())
@@ -106,7 +109,7 @@ def test_stream_waits_out_a_transient_hole(spark, broker, client, create_journal
     journal = f"holes/stream-{uuid.uuid4().hex[:6]}"
     create_journal(journal, length=1024, refresh_seconds=3600)
     expected = fill(client, broker, journal, batches=8, per_batch=20)
-    mid, path = _open_hole(client, broker, journal)
+    mid, _ = _open_hole(client, broker, journal)
     marker = testing.arm_settle_wait(journal)
     name = "holes_" + uuid.uuid4().hex[:6]
     try:
@@ -129,7 +132,6 @@ def test_stream_waits_out_a_transient_hole(spark, broker, client, create_journal
 
         def fill_hole() -> None:  # once planning waits on the hole, put the fragment back
             seen["text"] = _wait_marker(marker, threading.current_thread(), timeout=300)
-            os.rename(path + ".aside", path)
             broker.refresh(journal)
 
         filler = threading.Thread(target=fill_hole, daemon=True)
@@ -137,7 +139,7 @@ def test_stream_waits_out_a_transient_hole(spark, broker, client, create_journal
         q.awaitTermination(400)
         filler.join(10)
         assert q.exception() is None, q.exception()
-        assert f"({mid.begin}, {mid.end})" in seen["text"]  # the planner waited on exactly that hole
+        assert f"[{mid.begin}, {mid.end})" in seen["text"]  # the planner waited on exactly that hole
     finally:
         testing.disarm_settle_wait(journal)
     got = sorted(r.offset for r in spark.sql(f"SELECT offset FROM {name}").collect())

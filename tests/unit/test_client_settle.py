@@ -159,3 +159,114 @@ def test_a_listing_vouches_for_a_head_only_with_spool_content_reaching_it():
     assert not spool_vouches([frag(0, 250, now)], 250)  # persisted only: a late joiner lists the same
     assert not spool_vouches([frag(0, 100, now), frag(250, 250)], 250)  # an empty spool (rolled at a join)
     assert not spool_vouches([], 0)  # nothing listed
+
+
+# -- which holes are lost at once, which are awaited, and for how long (settle, fill) ---------
+
+
+class _Listings:
+    """Connections whose route members list ``rounds`` in turn (the last one from then on),
+    with a fake clock that the injected sleep advances."""
+
+    def __init__(self, monkeypatch, rounds, broker_timeout=None):
+        import pyspark_gazette.client.settle as settle_mod
+
+        self.rounds, self.calls, self.clock, self.slept = list(rounds), 0, 1000.0, []
+        self.config = type("Config", (), {"timeout": 5.0, "broker_timeout": broker_timeout})()
+
+        def listings(conns, journal, ttl):
+            got = self.rounds[min(self.calls, len(self.rounds) - 1)]
+            self.calls += 1
+            return list(got), True
+
+        monkeypatch.setattr(settle_mod, "_members_listings", listings)
+        monkeypatch.setattr(settle_mod.time, "monotonic", lambda: self.clock)
+
+    def route(self, journal):
+        return None
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.clock += seconds
+
+
+def _settle(conns, listed, store=None, stores=("file:///s/",)):
+    from pyspark_gazette.client.settle import settle
+    from pyspark_gazette.fragments import FragmentRef
+
+    def list_store(url, journal):
+        if store is None:
+            return None
+        return [FragmentRef(journal, b, e, "0" * 40, pb.ZSTANDARD, backing_store=url) for b, e in store]
+
+    return settle(conns, "a/b", listed, ask_primary=False, stores=stores, list_store=list_store)
+
+
+def test_a_hole_no_member_lists_and_the_store_lacks_is_lost_without_a_wait(monkeypatch, caplog):
+    from pyspark_gazette.client.settle import fill
+
+    now = int(time.time())
+    listed = [frag(0, 100, now), frag(200, 300, now)]
+    conns = _Listings(monkeypatch, [listed])
+    done = _settle(conns, listed, store=[(0, 100), (200, 300)])  # the file of [100, 200) was deleted
+    assert done.holes == ((100, 200),) and done.pending == ()
+    with caplog.at_level("INFO", logger="pyspark_gazette"):
+        assert fill(conns, "a/b", done, 0, 300, refresh_interval=60, sleep=conns.sleep) is done
+    assert conns.slept == [] and "waiting" not in caplog.text
+
+
+def test_a_hole_the_store_holds_is_awaited_only_by_a_read_that_touches_it(monkeypatch, caplog):
+    from pyspark_gazette.client.settle import fill
+
+    now = int(time.time())
+    listed = [frag(0, 100, now), frag(200, 300, now)]
+    conns = _Listings(monkeypatch, [listed, listed, [*listed, frag(100, 200, now)]])
+    done = _settle(conns, listed, store=[(0, 100), (100, 150), (150, 200), (200, 300)])
+    assert done.pending == ((100, 200),) and "store holds them" in done.why
+    caplog.set_level("INFO", logger="pyspark_gazette")
+    assert fill(conns, "a/b", done, 200, 300, refresh_interval=60, sleep=conns.sleep) is done  # starts after it
+    assert fill(conns, "a/b", done, 0, 100, refresh_interval=60, sleep=conns.sleep) is done  # ends before it
+    assert conns.slept == [] and "waiting" not in caplog.text
+    filled = fill(conns, "a/b", done, 150, 300, refresh_interval=60, sleep=conns.sleep)
+    assert filled.holes == () and [(f.spec.begin, f.spec.end) for f in filled.fragments][1] == (100, 200)
+    waited = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert waited[0].startswith("journal 'a/b': waiting until ") and "UTC (up to 65s)" in waited[0]
+    assert "offsets [100, 200)" in waited[0] and "store holds them" in waited[0]  # the hole the read touches
+    assert "listed now" in waited[1]
+
+
+def test_an_awaited_hole_is_waited_for_one_refresh_interval_at_most_broker_timeout(monkeypatch, caplog):
+    from pyspark_gazette.client.settle import REFRESH_SLACK, fill
+
+    now = int(time.time())
+    listed = [frag(0, 100, now), frag(200, 300, now)]
+    caplog.set_level("INFO", logger="pyspark_gazette")
+    for broker_timeout, budget in [(None, 60 + REFRESH_SLACK), (20.0, 20.0)]:
+        caplog.clear()
+        conns = _Listings(monkeypatch, [listed], broker_timeout=broker_timeout)
+        done = _settle(conns, listed, store=[(0, 300)])  # held, never listed
+        start = conns.clock
+        left = fill(conns, "a/b", done, 0, 300, refresh_interval=60, sleep=conns.sleep)
+        assert left.holes == ((100, 200),) and left.pending == ()
+        assert conns.clock - start <= budget
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert f"(up to {budget:g}s)" in warnings[0]
+        assert warnings[-1] == f"journal 'a/b': offsets [100, 200) were still in no fragment after {budget:g}s"
+
+
+def test_a_hole_is_awaited_when_the_store_cannot_be_listed_here(monkeypatch):
+    now = int(time.time())
+    listed = [frag(0, 100, now), frag(200, 300, now)]
+    conns = _Listings(monkeypatch, [listed])
+    done = _settle(conns, listed, store=None)  # a file:// store without store.fileRoot
+    assert done.pending == ((100, 200),) and "store.fileRoot" in done.why
+    assert _settle(conns, listed, store=None, stores=()).pending == ((100, 200),)  # no store named at all
+
+
+def test_offsets_in_messages_are_ranges():
+    from pyspark_gazette.errors import DataLossError, GazetteError, offset_ranges
+    from pyspark_gazette.spark.read.plan import DataLoss
+
+    assert offset_ranges([(88590, 160590)]) == "[88590, 160590)"
+    assert offset_ranges([(0, 1), (5, 9)]) == "[0, 1), [5, 9)"
+    assert DataLoss is DataLossError and issubclass(DataLossError, GazetteError)

@@ -6,9 +6,12 @@ moment, **settled** through failover (:mod:`pyspark_gazette.client.settle`): the
 largest write head the route's members report when that is beyond the listing (a re-joined
 replica lists less than was acknowledged; with many journals, each primary is asked in one
 window, then every member of the journals whose listing does not vouch for their primary's
-answer: :func:`~pyspark_gazette.client.settle.spool_vouches`), and holes that a route member can still fill are listed again from the members,
-then waited out within ``broker.timeout``; only holes Gazette itself treats as gone, or that
-outlast the wait, are data loss. Bounds (offsets or fragment mod times) become a byte range ``[start, end)`` per
+answer: :func:`~pyspark_gazette.client.settle.spool_vouches`). Holes of the listing are decided
+at once from every route member's own listing and a listing of the journal's fragment store
+(where the driver can read it): a hole no member lists and the store does not hold (a deleted
+fragment file) is data loss without a wait; one a member can still fill is waited for, and
+logged, only when the planned range touches it, for about the journal's fragment refresh
+interval (at most ``broker.timeout``). Bounds (offsets or fragment mod times) become a byte range ``[start, end)`` per
 journal, and the range is cut into :class:`Segment` s along fragment boundaries:
 
 * a segment of a persisted fragment is read **directly from the object store** by the executor
@@ -49,12 +52,13 @@ from pyspark.sql.datasource import InputPartition
 from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
 from pyspark_gazette.client.heads import sweep_heads
 from pyspark_gazette.client.list_apply import list_fragments_many
-from pyspark_gazette.client.settle import settle, spool_vouches
-from pyspark_gazette.errors import GazetteError, OptionError, StoreError, redact_url
+from pyspark_gazette.client.settle import Settled, fill, settle, spool_vouches
+from pyspark_gazette.errors import DataLossError, OptionError, StoreError, redact_url
 from pyspark_gazette.flow.labels import truncated_at
 from pyspark_gazette.fragments import FragmentRef, require_package
 from pyspark_gazette.message import Framing
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.durations import duration_seconds
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.resolve import framing_of
 
@@ -134,6 +138,8 @@ class Snapshot:
     endpoint: str = ""
     #: The truncation clock of a ``collection`` read (:func:`truncation_of`); 0 otherwise.
     truncated_at: int = 0
+    #: The settled listing: its holes a route member can still fill (:func:`settle_range`).
+    settled: Settled | None = dataclasses.field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -229,9 +235,56 @@ def _snapshot(
     ask_primary: bool = True,
 ) -> Snapshot:
     ttl = SIGNED_URL_TTL if opts.signed_urls else None
-    done = settle(client.conns, info.name, listed, need=need, signature_ttl=ttl, ask_primary=ask_primary)
-    framing, truncation = framing_of(info, opts.framing), truncation_of(info, opts)
-    return Snapshot(info, framing, done.fragments, done.head, done.endpoint, truncation)
+    done = settle(
+        client.conns,
+        info.name,
+        listed,
+        need=need,
+        signature_ttl=ttl,
+        ask_primary=ask_primary,
+        stores=tuple(info.spec.fragment.stores),
+        list_store=lambda url, journal: _list_store(url, journal, opts),
+    )
+    return Snapshot(
+        info,
+        framing_of(info, opts.framing),
+        done.fragments,
+        done.head,
+        done.endpoint,
+        truncated_at=truncation_of(info, opts),
+        settled=done,
+    )
+
+
+def _list_store(url: str, journal: str, opts: ReadOptions) -> list[FragmentRef] | None:
+    """The fragments of ``journal`` in the store at ``url``, as the executors would read them;
+    ``None`` when this process cannot read it (a ``file://`` store without ``store.fileRoot``)."""
+    from pyspark_gazette.spark.read.segments import store_for  # it imports this module
+
+    if url.startswith("file://") and opts.connection.file_root is None:
+        return None
+    return store_for(url, opts).list(journal)
+
+
+def settle_range(client: JournalClient, snap: Snapshot, begin: int, end: int, opts: ReadOptions) -> Snapshot:
+    """``snap`` once the holes a route member can still fill that touch ``[begin, end)`` are
+    filled or waited for (:func:`~pyspark_gazette.client.settle.fill`: about the journal's
+    fragment refresh interval, at most ``broker.timeout``, logged). Other holes are not waited
+    for; those left are data loss to :func:`segments`."""
+    if snap.settled is None or not snap.settled.pending:
+        return snap
+    done = fill(
+        client.conns,
+        snap.name,
+        snap.settled,
+        begin,
+        end,
+        refresh_interval=duration_seconds(snap.info.spec.fragment.refresh_interval),
+        signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None,
+    )
+    if done is snap.settled:
+        return snap
+    return dataclasses.replace(snap, fragments=done.fragments, settled=done)
 
 
 def resolve_offset(snap: Snapshot, spec: str | dict[str, int] | None, default: str, option: str) -> int:
@@ -269,8 +322,8 @@ def end_offset(snap: Snapshot, opts: ReadOptions, start: int) -> int:
     return resolve_offset(snap, opts.ending_offsets, "latest", "endingOffsets")
 
 
-class DataLoss(GazetteError):
-    """Content in a planned range is missing from the journal (pruned or deleted)."""
+#: The data-loss error's earlier name, kept for imports of it.
+DataLoss = DataLossError
 
 
 def segments(
@@ -284,8 +337,9 @@ def segments(
 ) -> list[Segment]:
     """Cut ``[start, end)`` of ``snap`` into segments along its fragments.
 
-    A hole (no fragment covers some bytes) left in a settled snapshot (gone, or not filled
-    within ``broker.timeout``) is data loss: it raises :class:`DataLoss` naming the journal and
+    A hole (no fragment covers some bytes) left in a settled snapshot (gone, in neither a
+    member's listing nor the store, or not filled by the end of :func:`settle_range`'s wait) is
+    data loss: it raises :class:`~pyspark_gazette.errors.DataLossError` naming the journal and
     offsets when ``failOnDataLoss`` is on, else it is logged and appended to ``lost``.
     """
     out: list[Segment] = []
@@ -343,7 +397,7 @@ def _require_store_package(journal: str, store_url: str) -> None:
 def _lost(journal: str, begin: int, end: int, opts: ReadOptions, lost: list | None) -> None:
     text = f"journal {journal!r}: offsets [{begin}, {end}) are not in any fragment (deleted or pruned)"
     if opts.fail_on_data_loss:
-        raise DataLoss(text + "; set failOnDataLoss=false to skip them")
+        raise DataLossError(text + "; set failOnDataLoss=false to skip them", journal=journal, begin=begin, end=end)
     log.warning("%s; skipped (failOnDataLoss=false)", text)
     if lost is not None:
         lost.append((journal, begin, end))
@@ -438,6 +492,7 @@ def plan(
             _lost(snap.name, start, snap.earliest, opts, lost)
             start = snap.earliest
         ranges[snap.name] = (start, end)
+        snap = settle_range(client, snap, start, end, opts)
         segs = segments(snap, start, end, opts, lost=lost)
         if open_ended(snap.name, opts):
             segs = with_tail(snap.name, segs, end)

@@ -101,7 +101,7 @@ def connections(opts: ReadOptions) -> Connections:
     return conns
 
 
-def _store(url: str, opts: ReadOptions):
+def store_for(url: str, opts: ReadOptions):
     key = (url, opts.connection.file_root, opts.connection.storage)
     with _stores_lock:
         store = _stores.get(key)
@@ -122,7 +122,7 @@ def _direct_chunks(seg: Segment, read_from: int, opts: ReadOptions) -> Iterator[
         raw = open_fragment_url(seg.signed_url, ref.codec, file_root=opts.connection.file_root)
         reader = FragmentReader(raw, ref, read_from, verify_sha1=opts.verify_sha1)  # type: ignore[arg-type]
     else:
-        reader = _store(ref.backing_store, opts).open_reader(ref, read_from, verify_sha1=opts.verify_sha1)
+        reader = store_for(ref.backing_store, opts).open_reader(ref, read_from, verify_sha1=opts.verify_sha1)
     with reader:
         yield from reader.iter_chunks(FEED_BYTES)
 

@@ -63,7 +63,13 @@ from pyspark_gazette.client.conn import backoff
 from pyspark_gazette.client.heads import HeadWatcher, concurrently, sweep_heads, write_head
 from pyspark_gazette.client.list_apply import iter_fragments
 from pyspark_gazette.client.settle import primary_head
-from pyspark_gazette.errors import BrokerTimeoutError, JournalNotFoundError, SuspendedError, TransportError
+from pyspark_gazette.errors import (
+    BrokerTimeoutError,
+    DataLossError,
+    JournalNotFoundError,
+    SuspendedError,
+    TransportError,
+)
 from pyspark_gazette.message import LINES, Framing, framing_by_name
 from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
 from pyspark_gazette.spark.read.batch_scan import read_partition
@@ -77,11 +83,11 @@ from pyspark_gazette.spark.read.committed import (
 )
 from pyspark_gazette.spark.read.pack import pack
 from pyspark_gazette.spark.read.plan import (
-    DataLoss,
     GazettePartition,
     fully_suspended_at,
     merge_broker_runs,
     segments,
+    settle_range,
     start_offset,
     take_snapshot,
 )
@@ -370,8 +376,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         moved = [j for j in sorted(end) if j in infos and offset_of(end[j]) > offset_of(origin[j])]
 
         def scan(journal: str):
-            snap = take_snapshot(client, infos[journal], self.opts)
             stop = offset_of(end[journal])
+            snap = take_snapshot(client, infos[journal], self.opts)
+            snap = settle_range(client, snap, offset_of(origin[journal]), stop, self.opts)
 
             def pieces(begin: int, until: int):
                 return state_pieces(snap, begin, until, self.opts)
@@ -419,12 +426,15 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if info is None:
                 return "the journal no longer exists"
             try:
-                # The planned end was reached: holes below it are waited out, not skipped.
-                return take_snapshot(client, info, self.opts, need=need[journal], ask_primary=False)
+                # The planned end was reached: holes below it that a member can still fill, and
+                # that this batch's range touches, are waited for, not skipped.
+                snap = take_snapshot(client, info, self.opts, need=need[journal], ask_primary=False)
             except JournalNotFoundError:
                 return "the journal was deleted"
+            return settle_range(client, snap, begin[journal], need[journal], self.opts)
 
         need = {j: e for j, _, e in ranges}
+        begin = {j: s for j, s, _ in ranges}
         snaps = sweep(snapshot, [j for j, _, _ in ranges])
         if self.opts.read_committed:
             parts: list = []
@@ -490,14 +500,14 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deleted and re-created, and its offsets restarted): with ``failOnDataLoss`` (the default)
         the query fails saying so; without, the stream goes on with the new journal from its
         start, which this micro-batch moves to (reading nothing of it) and the next ones read."""
-        from pyspark_gazette.spark.read.plan import DataLoss
-
         text = (
             f"journal {journal!r}: its write head {head} is below the stream's offset {offset} in it: "
             "the journal was deleted and re-created (its offsets restarted)"
         )
         if self.opts.fail_on_data_loss:
-            raise DataLoss(text + "; set failOnDataLoss=false to read the new journal from its start")
+            raise DataLossError(
+                text + "; set failOnDataLoss=false to read the new journal from its start", journal=journal
+            )
         earliest = self._earliest(client, journal)
         log.warning("%s; reading the new journal from offset %d (failOnDataLoss=false)", text, earliest)
         return earliest
@@ -505,7 +515,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _lost(self, journal: str, begin: int, end: int, why: str) -> None:
         text = f"journal {journal!r}: offsets [{begin}, {end}) cannot be read: {why}"
         if self.opts.fail_on_data_loss:
-            raise DataLoss(text + "; set failOnDataLoss=false to skip them")
+            raise DataLossError(text + "; set failOnDataLoss=false to skip them", journal=journal, begin=begin, end=end)
         log.warning("%s; skipped (failOnDataLoss=false)", text)
 
     @plain
