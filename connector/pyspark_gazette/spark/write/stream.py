@@ -51,6 +51,7 @@ from pyspark_gazette.protocol import label_set, pb
 from pyspark_gazette.protocol.labels import LabelError, validate_label
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.surface import plain
+from pyspark_gazette.spark.write import committed
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.encode import Framed
 from pyspark_gazette.spark.write.task import FAIL_ENV, WritePlan, WriteTask
@@ -135,6 +136,8 @@ class StreamCommitMessage(WriterCommitMessage):
     skipped: tuple[str, ...]
     rows: int
     bytes: int
+    #: Spark's id of the streaming query (``sql.streaming.queryId``).
+    query: str = ""
 
 
 class StreamWriteTask(WriteTask):
@@ -228,7 +231,9 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
         spans = task.run_stream(iterator)
         if partition == 0:
             testing_hold("task-end", batch, ctx)
-        return StreamCommitMessage(partition, attempt, batch, tuple(spans), tuple(task.skipped), task.rows, task.bytes)
+        return StreamCommitMessage(
+            partition, attempt, batch, tuple(spans), tuple(task.skipped), task.rows, task.bytes, query
+        )
 
     # -- driver ----------------------------------------------------------------------------
 
@@ -246,6 +251,9 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
             len(done),
             sum(len(m.skipped) for m in done),
         )
+        if done:  # raises if Gazette lost what an earlier micro-batch committed
+            spans = [(m.partition, *span) for m in done for span in m.spans]
+            committed.commit(self.options.connection, done[0].query, batchId, spans)
         testing_hold("commit-end", batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
