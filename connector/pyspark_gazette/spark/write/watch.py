@@ -107,9 +107,10 @@ def commit(connection: Any, query: str, batch: int, spans: Iterable[tuple[int, s
             lost.append(
                 f"journal {journal!r}: micro-batch {batch} appended at offset {first.begin}, below offset "
                 f"{state.end} that earlier micro-batches committed: every broker holding the journal's "
-                f"unpersisted content was lost and the journal started again below it"
+                f"unpersisted content stopped, and it started again below that content"
             )
             state.spans = [s for s in state.spans if s.end <= first.begin]
+            state.end = 0  # reported once: from here on the journal's new offsets count
         earlier = [s for s in state.spans if now - s.at < WATCH_SECONDS][-WATCH_LIMIT:]
         if earlier:
             try:
@@ -120,15 +121,13 @@ def commit(connection: Any, query: str, batch: int, spans: Iterable[tuple[int, s
             lost += [
                 f"journal {journal!r} lost offsets {s.begin}-{s.end} that micro-batch {s.batch} (partition "
                 f"{s.partition}) committed: Gazette acknowledged the append, but no broker or fragment store "
-                f"holds it any more"
+                f"holds it: every broker holding it stopped before persisting it"
                 for s in gone
             ]
         state.spans = [*earlier, *new][-WATCH_LIMIT:]
         state.end = max([state.end, *(s.end for s in new)])
     if lost:
-        raise CommittedDataLost(
-            "; ".join(lost) + f" (every broker holding it stopped before persisting it; see {DOCS})"
-        )
+        raise CommittedDataLost("; ".join(lost) + f" (see {DOCS})")
 
 
 def _covered(span: Span, frags: Sequence[ListedFragment], persisted: bool = False) -> bool:
