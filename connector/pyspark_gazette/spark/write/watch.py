@@ -12,20 +12,31 @@ block at the range (a Gazette reader) or report it as data loss (this connector'
 many failures at once Gazette can also start again below offsets it acknowledged
 (``docs/reliability.md``).
 
-The sink cannot undo that, but it reports it. The driver remembers, per (query, journal), the
-spans its micro-batches' commit messages name until a listing shows them persisted, and at each
-later commit of the query:
+An append can also be counted as written without an acknowledgement: when a primary dies while
+sending an append's commit to its replicas, some replicas may commit it and others not; the
+client sees an error and retries, and the new primary, having rolled forward to the replica that
+committed it and taken its registers, refuses the retry with ``REGISTER_MISMATCH``. The sink
+then reports the journal as already written, while the content is held by that one replica until
+it persists it.
+
+The sink cannot undo either, but it reports them. The driver remembers, per (query, journal),
+the range its micro-batches' appends span, from the lowest offset not yet seen persisted to the
+largest end committed, and the spans the commit messages name within it. At each later commit
+of the query:
 
 * a span of this batch that begins below the end of a span an earlier batch committed means the
   journal's write head went back: :class:`CommittedDataLost`;
-* an earlier span that no listed fragment covers is looked for in the listing of each route
-  member (``do_not_proxy``) with Gazette's backoff until ``broker.timeout`` has passed, as a
-  read waits out a hole (:mod:`pyspark_gazette.client.settle`); still missing, it is lost:
-  :class:`CommittedDataLost`, naming the journal, the offsets and the micro-batch.
+* the range is listed (from the fragment covering its start: Gazette's page token is a begin
+  offset); a hole in it, including between micro-batches (where a refused retry's content
+  lies), is looked for in the listing of each route member (``do_not_proxy``) with Gazette's
+  backoff until ``broker.timeout`` has passed, as a read waits out a hole
+  (:mod:`pyspark_gazette.client.settle`); still missing, it is lost: :class:`CommittedDataLost`,
+  naming the journal, the offsets and the micro-batch;
+* the start moves up over the fragments listed as persisted.
 
-A lost span is reported once and forgotten, so the query can be started again from its
-checkpoint. Best effort: the spans live in the process that runs the commits (a Python worker
-Spark reuses), are forgotten after :data:`WATCH_SECONDS`, and a listing that fails is only logged.
+A loss is reported once and forgotten, so the query can be started again from its checkpoint.
+Best effort: the state lives in the process that runs the commits (a Python worker Spark
+reuses), and a listing that fails is only logged.
 """
 
 from __future__ import annotations
@@ -45,14 +56,10 @@ from pyspark_gazette.errors import GazetteError
 
 log = logging.getLogger(__name__)
 
-#: Seconds a committed span is watched for before it is forgotten unseen.
-WATCH_SECONDS = 3600.0
-#: Spans watched per (query, journal); the oldest are forgotten beyond it.
-WATCH_LIMIT = 4096
-#: Seconds by which a store's clock may lag the driver's (the listing's ``begin_mod_time``).
-CLOCK_MARGIN = 600
 #: Where the loss is explained.
 DOCS = "docs/reliability.md, 'Acknowledged is not persisted'"
+#: Spans remembered per (query, journal) to name micro-batches; the oldest are forgotten beyond it.
+SPAN_LIMIT = 4096
 
 
 class CommittedDataLost(GazetteError):
@@ -65,14 +72,19 @@ class Span:
     end: int
     batch: int
     partition: int
-    at: float
 
 
 @dataclasses.dataclass
 class _Journal:
-    spans: list[Span] = dataclasses.field(default_factory=list)
+    #: The start of the committed range not yet seen persisted (None: nothing to watch).
+    low: int | None = None
+    #: The begin of the fragment covering ``low`` (a listing from it covers the range).
+    token: int = 0
     #: The largest end any micro-batch of the query committed.
     end: int = 0
+    spans: list[Span] = dataclasses.field(default_factory=list)
+    #: The micro-batch of the last span forgotten (below ``low``), to name what a hole follows.
+    before: int | None = None
 
 
 _watched: dict[tuple[Any, str, str], _Journal] = {}
@@ -89,80 +101,113 @@ def _client(connection: Any) -> JournalClient:
 
 
 def commit(connection: Any, query: str, batch: int, spans: Iterable[tuple[int, str, int, int]]) -> None:
-    """Watch the ``(partition, journal, begin, end)`` spans micro-batch ``batch`` of ``query``
-    committed through ``connection`` (a :class:`~pyspark_gazette.spark.options.ConnectionOptions`),
-    after checking those of its earlier batches; raise :class:`CommittedDataLost` for any lost."""
-    now = time.time()
+    """Check what earlier micro-batches of ``query`` committed through ``connection`` (a
+    :class:`~pyspark_gazette.spark.options.ConnectionOptions`), then watch the
+    ``(partition, journal, begin, end)`` spans of micro-batch ``batch``; raise
+    :class:`CommittedDataLost` for anything lost."""
     by_journal: dict[str, list[Span]] = {}
     for partition, journal, begin, end in spans:
-        by_journal.setdefault(journal, []).append(Span(begin, end, batch, partition, now))
+        by_journal.setdefault(journal, []).append(Span(begin, end, batch, partition))
     with _lock:
         journals = {k[2] for k in _watched if k[0] == connection and k[1] == query} | set(by_journal)
         watched = {j: _watched.setdefault((connection, query, j), _Journal()) for j in sorted(journals)}
     lost: list[str] = []
     for journal, state in watched.items():
         new = by_journal.get(journal, [])
-        if new and min(s.begin for s in new) < state.end:
-            first = min(new, key=lambda s: s.begin)
+        first = min(new, key=lambda s: s.begin) if new else None
+        if first is not None and first.begin < state.end:
             lost.append(
                 f"journal {journal!r}: micro-batch {batch} appended at offset {first.begin}, below offset "
                 f"{state.end} that earlier micro-batches committed: every broker holding the journal's "
                 f"unpersisted content stopped, and it started again below that content"
             )
-            state.spans = [s for s in state.spans if s.end <= first.begin]
-            state.end = 0  # reported once: from here on the journal's new offsets count
-        earlier = [s for s in state.spans if now - s.at < WATCH_SECONDS][-WATCH_LIMIT:]
-        if earlier:
+            state.low, state.end, state.spans = None, 0, []  # reported once
+        if state.low is not None and state.low < state.end:
             try:
-                earlier, gone = _look_for(_client(connection), journal, earlier)
+                state.low, state.token, gone = _look_for(
+                    _client(connection), journal, state.low, state.end, state.token
+                )
             except GazetteError as e:
                 log.warning("journal %r: could not list its fragments to check committed offsets: %s", journal, e)
                 gone = []
-            lost += [
-                f"journal {journal!r} lost offsets {s.begin}-{s.end} that micro-batch {s.batch} (partition "
-                f"{s.partition}) committed: Gazette acknowledged the append, but no broker or fragment store "
-                f"holds it: every broker holding it stopped before persisting it"
-                for s in gone
-            ]
-        state.spans = [*earlier, *new][-WATCH_LIMIT:]
-        state.end = max([state.end, *(s.end for s in new)])
+            if gone:
+                lost += [_lost(journal, hole, state.spans, state.before) for hole in gone]
+                state.low = None  # reported once
+        if first is not None:
+            if state.low is None:
+                state.low, state.token = first.begin, 0
+            state.end = max([state.end, *(s.end for s in new)])
+        known = [*state.spans, *new]
+        state.spans = [s for s in known if state.low is not None and s.end > state.low][-SPAN_LIMIT:]
+        state.before = max([s.batch for s in known if s not in state.spans], default=state.before)
     if lost:
         raise CommittedDataLost("; ".join(lost) + f" (see {DOCS})")
 
 
-def _covered(span: Span, frags: Sequence[ListedFragment], persisted: bool = False) -> bool:
-    """Whether ``frags`` (persisted ones only, with ``persisted``) cover all of ``span``."""
-    pos = span.begin
+def _lost(journal: str, hole: tuple[int, int], spans: Sequence[Span], previous: int | None) -> str:
+    begin, end = hole
+    mine = [s for s in spans if s.begin < end and begin < s.end]
+    if mine:
+        who = "that " + ", ".join(f"micro-batch {s.batch} (partition {s.partition})" for s in mine) + " committed"
+    else:
+        before = [s.batch for s in spans if s.end <= begin] + ([] if previous is None else [previous])
+        after = [s.batch for s in spans if s.begin >= end]
+        who = (
+            f"between micro-batches {max(before) if before else '?'} and {min(after) if after else '?'} "
+            "(a retried append the registers refused as already written, or another writer's)"
+        )
+    return (
+        f"journal {journal!r} lost offsets {begin}-{end} {who}: Gazette took the append, but no broker or "
+        f"fragment store holds it: every broker holding it stopped before persisting it"
+    )
+
+
+def holes(frags: Sequence[ListedFragment], low: int, high: int) -> list[tuple[int, int]]:
+    """Ranges of ``[low, high)`` that no fragment of ``frags`` covers."""
+    out: list[tuple[int, int]] = []
+    pos = low
     for f in sorted(frags, key=lambda f: f.spec.begin):
-        if persisted and not f.spec.mod_time:
-            continue
-        if f.spec.begin <= pos < f.spec.end:
+        if pos >= high:
+            break
+        if f.spec.begin > pos:
+            out.append((pos, min(f.spec.begin, high)))
+        pos = max(pos, f.spec.end)
+    if pos < high:
+        out.append((pos, high))
+    return out
+
+
+def persisted_to(frags: Sequence[ListedFragment], low: int) -> tuple[int, int]:
+    """(the end of the persisted fragments covering ``[low, ...)`` without a gap, the begin of the
+    listed fragment covering that end, or the end itself)."""
+    pos = low
+    for f in sorted(frags, key=lambda f: f.spec.begin):
+        if f.spec.mod_time and f.spec.begin <= pos < f.spec.end:
             pos = f.spec.end
-        if pos >= span.end:
-            return True
-    return pos >= span.end
+    token = min((f.spec.begin for f in frags if f.spec.begin <= pos < f.spec.end), default=pos)
+    return pos, token
 
 
-def _look_for(client: JournalClient, journal: str, spans: list[Span]) -> tuple[list[Span], list[Span]]:
-    """(spans still to watch: not yet listed as persisted, spans lost) of ``journal``."""
+def _look_for(
+    client: JournalClient, journal: str, low: int, high: int, token: int
+) -> tuple[int, int, list[tuple[int, int]]]:
+    """(the new start, its token, the holes of ``[low, high)`` that outlast ``broker.timeout``)."""
     conns = client.conns
-    since = int(min(s.at for s in spans)) - CLOCK_MARGIN
-    frags = client.list_fragments(journal, begin_mod_time=since)
-    missing = [s for s in spans if not _covered(s, frags)]
+    frags = client.list_fragments(journal, start=token)
+    missing = holes(frags, low, high)
     if missing:
         budget = conns.config.broker_timeout
         deadline = time.monotonic() + (budget if budget is not None else 300.0)
         attempt = -1
         log.info("journal %r: committed offsets %s are not listed; asking the route's members", journal, missing)
-        while missing:
+        while True:
             route = conns.route(journal)
             for endpoint in list(route.endpoints) if route is not None else []:
                 frags += member_listing(conns, journal, endpoint)
-            missing = [s for s in missing if not _covered(s, frags)]
+            missing = holes(frags, low, high)
             if not missing or time.monotonic() + backoff(attempt + 1) > deadline:
                 break
             attempt += 1
             time.sleep(backoff(attempt))
-            frags += client.list_fragments(journal, begin_mod_time=since)
-    watch = [s for s in spans if s not in missing and not _covered(s, frags, persisted=True)]
-    return watch, missing
+            frags += client.list_fragments(journal, start=token)
+    return (*persisted_to(frags, low), missing)
