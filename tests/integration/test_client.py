@@ -289,6 +289,10 @@ def test_list_fragments_pages_and_mod_time_filters(client, broker):
         client.append("frag/a", bytes([65 + i]) * 1500)  # each append rolls the previous fragment
     frags = client.list_fragments("frag/a", page_limit=5)
     assert [(f.spec.begin, f.spec.end) for f in frags] == [(i * 1500, (i + 1) * 1500) for i in range(12)]
+    # start: the fragments beginning at or after an offset (the page token is a begin offset).
+    assert [f.spec.begin for f in client.list_fragments("frag/a", start=7 * 1500, page_limit=2)] == [
+        i * 1500 for i in range(7, 12)
+    ]
     assert broker.wait_persisted()
     listed = client.list_fragments("frag/a")
     persisted = [f for f in listed if f.spec.mod_time]

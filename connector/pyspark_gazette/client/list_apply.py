@@ -268,8 +268,10 @@ def list_fragments(
     signature_ttl: float | None = None,
     page_limit: int = 0,
     do_not_proxy: bool = False,
+    start: int = 0,
 ) -> list[ListedFragment]:
-    """Every fragment of ``journal`` in ascending ``begin`` order, following all pages.
+    """Every fragment of ``journal`` in ascending ``begin`` order, following all pages; with
+    ``start``, those beginning at or after it (Gazette's page token is a begin offset).
 
     Mod-time filters behave exactly as the broker codes them (facts sheet 3.3): fragments with
     ``mod_time < begin_mod_time`` are dropped, and when ``end_mod_time`` is set, unpersisted
@@ -285,6 +287,7 @@ def list_fragments(
             signature_ttl=signature_ttl,
             page_limit=page_limit,
             do_not_proxy=do_not_proxy,
+            start=start,
         )
     )
 
@@ -298,6 +301,7 @@ def iter_fragments(
     signature_ttl: float | None = None,
     page_limit: int = 0,
     do_not_proxy: bool = False,
+    start: int = 0,
 ) -> Iterable[ListedFragment]:
     """Like :func:`list_fragments`, one page at a time."""
     if not 0 <= page_limit <= 10_000:
@@ -308,6 +312,7 @@ def iter_fragments(
         end_mod_time=end_mod_time,
         page_limit=page_limit,
         do_not_proxy=do_not_proxy,
+        next_page_token=start,
     )
     if signature_ttl:
         request.signatureTTL.seconds = int(signature_ttl)

@@ -25,6 +25,11 @@ same rows to the same partition id; one task's rows for one journal go in one Ap
 streams from disk, but holds the journal's other writers for that time); registers travel
 with every replicated transaction, so keep the partition count moderate.
 
+Registers make a re-run safe, not the content durable: Gazette acknowledges an append held in
+its replicas' spools, and can lose it if every one of them dies before persisting it. The
+driver watches the spans its batches committed until they are persisted and fails the query,
+naming the journal, offsets and batch, if one is lost (:mod:`pyspark_gazette.spark.write.watch`).
+
 ``transactional`` is not supported for streams (the registers already make the rows
 exactly-once for every reader).
 """
@@ -52,6 +57,7 @@ from pyspark_gazette.protocol.labels import LabelError, validate_label
 from pyspark_gazette.spark.lineage import Read
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.surface import plain
+from pyspark_gazette.spark.write import watch
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.encode import Framed
 from pyspark_gazette.spark.write.task import FAIL_ENV, WritePlan, WriteTask
@@ -138,6 +144,8 @@ class StreamCommitMessage(WriterCommitMessage):
     skipped: tuple[str, ...]
     rows: int
     bytes: int
+    #: Spark's id of the streaming query (``sql.streaming.queryId``).
+    query: str = ""
 
 
 class StreamWriteTask(WriteTask):
@@ -231,7 +239,9 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
         spans = task.run_stream(iterator)
         if partition == 0:
             testing_hold("task-end", batch, ctx)
-        return StreamCommitMessage(partition, attempt, batch, tuple(spans), tuple(task.skipped), task.rows, task.bytes)
+        return StreamCommitMessage(
+            partition, attempt, batch, tuple(spans), tuple(task.skipped), task.rows, task.bytes, query
+        )
 
     # -- driver ----------------------------------------------------------------------------
 
@@ -249,6 +259,9 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
             len(done),
             sum(len(m.skipped) for m in done),
         )
+        if done:  # raises if Gazette lost what an earlier micro-batch committed
+            spans = [(m.partition, *span) for m in done for span in m.spans]
+            watch.commit(self.options.connection, done[0].query, batchId, spans)
         testing_hold("commit-end", batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803

@@ -1,0 +1,153 @@
+"""Gazette's durability boundary under the exactly-once sink, on a real cluster (4 brokers,
+journals replicated 3 times).
+
+Gazette acknowledges an append once every replica of the journal's pipeline holds it in its
+spool; a spool reaches the fragment store only when it is rolled and persisted (its primary at
+once, the other replicas from a persist queue, a minute or more later). When the route changes,
+the new primary rolls the spools forward to the largest offset any member has (taking that
+member's registers) and the write head goes on from there: content held only in the spools
+being rolled lives on in the persist queues of the brokers that held it. If each of them is
+killed before it persists, the content is gone, the write head is past it and the registers
+say it was written. The test kills, one after another, every broker that holds an
+acknowledged, unpersisted micro-batch of the sink (their persists held back, as a slow store or
+a persist queue would), and shows what Gazette, a reader and the sink then see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+import test_failover_gazette as failover
+from spark_helpers import events, ndjson
+
+import realgazette
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    realgazette.require()
+    with realgazette.GazetteCluster(tmp_path_factory.mktemp("gazette-hole"), 4) as c:
+        yield c
+
+
+def hold_persists_to(cluster, spec) -> pathlib.Path:
+    """Point ``spec``'s persists at a store whose journal directory is a regular file (see
+    test_failover_gazette.hold_persists): each persist fails and is queued for a retry, while
+    the store that holds the journal's persisted fragments stays listed after it."""
+    blocker = pathlib.Path(cluster.file_root, "held", spec.name)
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_bytes(b"")
+    spec.fragment.stores[:] = ["file:///held/", *spec.fragment.stores]
+    cluster.apply_specs([spec])
+    return blocker
+
+
+def wait_route_without(cluster, journal: str, gone) -> None:
+    """Wait until ``journal``'s route has a primary and three members, none of them ``gone``."""
+    deadline = time.monotonic() + 60
+    while True:
+        route = failover.route_of(cluster, journal)
+        suffixes = {m.suffix for m in route.members}
+        if gone.id not in suffixes and route.primary >= 0 and len(suffixes) == 3:
+            return
+        assert time.monotonic() < deadline, route
+        time.sleep(0.1)
+
+
+def covered(frags, begin: int, end: int) -> bool:
+    return any(f.spec.begin <= begin and end <= f.spec.end for f in frags)
+
+
+@pytest.mark.timeout(300)
+def test_a_committed_batch_whose_every_replica_died_unpersisted_is_reported(spark, cluster, tmp_path):
+    from pyspark_gazette.client import JournalClient
+    from pyspark_gazette.client.settle import member_listing
+
+    src, dst = "hole/in", "hole/out"
+    dst_spec = failover.replicated(dst, length=1024)
+    cluster.apply_specs([failover.replicated(src, length=1024), dst_spec])
+    with cluster.client() as c:
+        c.append(src, ndjson(events(40, 0)))
+    w = failover.sink_writer(spark, cluster, cluster.brokers[0].address, src, dst, tmp_path / "ckpt")
+    q = w.option("broker.timeout", "4s").start()  # how long a missing span is looked for
+    blocker = None
+    try:
+        q.processAllAvailable()  # micro-batch 0, then persisted: the fragment before the hole
+        failover.persist_everything(cluster, [src, dst])
+        with cluster.client() as c:
+            before = c.read_all(dst)
+        e0 = len(before)
+        blocker = hold_persists_to(cluster, dst_spec)
+        with cluster.client() as c:
+            c.append(src, ndjson(events(40, 40)))
+        q.processAllAvailable()  # micro-batch 1: acknowledged, in its replicas' spools only
+        failover.persist_everything(cluster, [src])  # the source keeps every record
+        with cluster.client() as c:
+            e1 = len(c.read_all(dst))
+        assert e1 > e0
+        holders = [b for b in cluster.brokers if b.id in {m.suffix for m in failover.route_of(cluster, dst).members}]
+        for b in holders:  # each killed once the route has left it, and started again (empty)
+            b.kill()
+            wait_route_without(cluster, dst, b)
+            with cluster.client() as c:  # the journal's next append syncs the new route's spools
+                assert c.appender(dst).close().end == e1  # the write head stays past the batch
+            b.start()
+        cluster.wait_primaries([src, dst])
+        # Gazette: the write head is past the batch; no broker lists it, the store has none of it.
+        with JournalClient(cluster.address) as c:
+            for m in failover.route_of(cluster, dst).members:
+                (b,) = [b for b in cluster.brokers if b.id == m.suffix]
+                own = member_listing(c.conns, dst, b.address)
+                assert not any(f.spec.begin < e1 and f.spec.end > e0 for f in own), (b.id, own)
+        blocker.unlink()
+        blocker = None
+        dst_spec.fragment.stores[:] = ["file:///store/"]
+        cluster.apply_specs([dst_spec])
+        stored = sorted(p.name for p in pathlib.Path(cluster.file_root, "store", dst).iterdir())
+        spans = [(int(n.split("-")[0], 16), int(n.split("-")[1], 16)) for n in stored]
+        assert spans and all(end <= e0 or begin >= e1 for begin, end in spans), (e0, e1, stored)
+        # The sink appends the next batch after the hole, then finds its batch 1 missing.
+        with cluster.client() as c:
+            c.append(src, ndjson(events(40, 80)))
+        with pytest.raises(Exception) as failed:
+            q.processAllAvailable()
+        text = str(failed.value)
+        assert f"journal '{dst}'" in text and f"{e0}" in text and f"{e1}" in text and "micro-batch 1" in text, text
+    finally:
+        q.stop()
+        if blocker is not None:
+            blocker.unlink()
+        for b in cluster.brokers:
+            if not b.alive():
+                b.start()
+    # What readers see: batches 0 and 2 around the hole. Gazette's reader (gazctl) stops at it (a
+    # fragment after a hole is skipped to only once it was persisted hours ago): it ends there as
+    # at the write head, or with --block waits there.
+    with cluster.client() as c:
+        listed = c.list_fragments(dst)
+    assert covered(listed, 0, e0) and not any(f.spec.begin < e1 and f.spec.end > e0 for f in listed)
+    out = tmp_path / "gazctl.out"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}, "BROKER_ADDRESS": cluster.address}
+    with open(out, "wb") as f:
+        argv = [str(realgazette.BIN / "gazctl"), "journals", "read", "--block", "-l", f"name={dst}"]
+        gazctl = subprocess.Popen(argv, stdout=f, env=env)
+    try:
+        assert cluster.gazctl("journals", "read", "-l", f"name={dst}").stdout == before
+        # This connector's reader reports it as data loss (after broker.timeout), or skips it.
+        r = spark.read.format("gazette").option("broker.address", cluster.address).option("broker.timeout", "3s")
+        r = r.option("store.fileRoot", cluster.file_root).option("journals", dst)
+        with pytest.raises(Exception) as lost:
+            r.load().collect()
+        assert f"{e0}" in str(lost.value), str(lost.value)
+        rows = r.option("failOnDataLoss", "false").load().collect()
+        assert sorted(json.loads(x.value)["id"] for x in rows) == [*range(40), *range(80, 120)]
+        assert gazctl.poll() is None  # still waiting at the hole, having written what is before it
+        assert out.read_bytes() == before
+    finally:
+        gazctl.kill()
+        gazctl.wait(10)
