@@ -138,7 +138,7 @@ def test_a_committed_batch_whose_every_replica_died_unpersisted_is_reported(spar
         gazctl = subprocess.Popen(argv, stdout=f, env=env)
     try:
         assert cluster.gazctl("journals", "read", "-l", f"name={dst}").stdout == before
-        # This connector's reader reports it as data loss (after broker.timeout), or skips it.
+        # This connector's reader reports it as data loss (no member lists it, no store file holds it), or skips it.
         r = spark.read.format("gazette").option("broker.address", cluster.address).option("broker.timeout", "3s")
         r = r.option("store.fileRoot", cluster.file_root).option("journals", dst)
         with pytest.raises(Exception) as lost:
