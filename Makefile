@@ -238,7 +238,7 @@ native-strict: $(STAMP)  ## compile the C extension with -Werror (and its no-__i
 	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -DGZ_NO_INT128 -I"$$inc" $(NATIVE_SRC) -o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
 	PYTHONPATH="$$tmp" $(PY) -c 'import sys, pyspark_gazette._jsonscan as m; print("testing", m.__file__); sys.exit(not m.__file__.startswith(sys.argv[1]))' "$$tmp"; \
 	PYTHONPATH="$$tmp" $(PY) -m pytest -q -p no:randomly -p no:cacheprovider $(NATIVE_TESTS); \
-	PYTHONPATH="$$tmp" GAZETTE_FUZZ_NATIVE_EXAMPLES=200 $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
+	PYTHONPATH="$$tmp" GAZETTE_FUZZ_NATIVE_EXAMPLES=200 GAZETTE_FUZZ_REPORT="$$tmp/report.json" $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
 
 lint: $(STAMP)  ## ruff lint + format check, mypy on the package
 	$(VENV)/bin/ruff check connector tests tools bench notebooks
