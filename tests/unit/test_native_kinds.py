@@ -51,10 +51,11 @@ def test_scan_refuses_an_array_offset_whose_buffer_size_overflows():
 @needs_ext
 def test_scan_leaves_a_number_with_over_a_million_fraction_digits_to_python():
     double = native.SCAN_KINDS["double"]
-    long_fraction = b'{"x": 0.' + b"1" * (1 << 20) + b"5}"
-    offsets, data = _records(b'{"x": 0.25}', long_fraction)
-    status, rows, _ = ext.scan([(b"x", double)], None, offsets, data, 0, 2, False)
-    assert (status, rows) == (b"\x00\x02", 1)
+    many_digits = b'{"x": 0.' + b"1" * ((1 << 20) + 5000) + b"}"
+    many_zeros = b'{"x": 0.' + b"0" * ((1 << 20) + 1) + b"1}"
+    offsets, data = _records(b'{"x": 0.25}', many_digits, many_zeros, b'{"x": 0.' + b"0" * 1000 + b"1}")
+    status, rows, _ = ext.scan([(b"x", double)], None, offsets, data, 0, 4, False)
+    assert (status, rows) == (b"\x00\x02\x02\x00", 2)
 
 
 @needs_ext

@@ -74,8 +74,10 @@ typedef unsigned char u8;
 #define GZ_INTERNAL
 #endif
 
-/* Exact powers of ten as doubles (10^22 is the last one a double holds exactly). */
-GZ_INTERNAL extern const double GZ_POW10[23];
+/* Exact powers of ten as doubles (10^22 is the last one a double holds exactly); a static
+ * table in each source that uses it, so the compiler sees its values. */
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 GZ_INTERNAL PyObject *gz_scan(PyObject *self, PyObject *args);
 GZ_INTERNAL extern const char gz_scan_doc[];

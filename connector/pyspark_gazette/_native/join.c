@@ -5,8 +5,6 @@
  */
 #include "common.h"
 
-#define POW10 GZ_POW10
-
 typedef struct {
     int kind;
     const u8 *text; /* P_TEXT */

@@ -34,7 +34,7 @@ static const int WIDTH[K_COUNT] = {0, 8, 4, 2, 1, 8, 4, 1, 8, 8, 4, 0, 0};
 #define MAX_PLAN_DEPTH 16
 /* Python's int() refuses more digits than this (sys.int_info.default_max_str_digits). */
 #define MAX_INT_DIGITS 4300
-/* Fraction digits read before a number is left to Python (keeps Num's int counters in range). */
+/* Digits of a fraction past which a number is left to Python. */
 #define MAX_FRACTION_DIGITS (1 << 20)
 
 /* A column: a field of the record or of a struct, or an array's elements. Its slots are written
@@ -285,8 +285,9 @@ typedef struct {
     int int_digits;        /* digits before the point */
     uint64_t mant;         /* significant digits (leading zeros dropped), if they fit */
     int mant_digits;       /* how many significant digits mant holds */
-    int dropped;           /* significant digits that did not fit in mant (then mant is unused) */
-    int exp10;             /* value = mant * 10^exp10, when !dropped */
+    /* counted as Py_ssize_t: they cannot overflow whatever the number's length */
+    Py_ssize_t dropped;    /* significant digits that did not fit in mant (then mant is unused) */
+    Py_ssize_t exp10;      /* value = mant * 10^exp10, when !dropped */
 } Num;
 
 /* JSON's number grammar (Python's json: -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?). Returns the
@@ -308,9 +309,7 @@ static const u8 *scan_number(const u8 *p, const u8 *end, Num *n) {
     if (*p == '0') {
         p++;
     } else {
-        /* At most MAX_INT_DIGITS + 1 digits are read: one more is already too many. */
-        const u8 *stop = end - p > MAX_INT_DIGITS ? p + MAX_INT_DIGITS + 1 : end;
-        while (p < stop && *p >= '0' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
             if (n->mant_digits < 19) {
                 n->mant = n->mant * 10 + (uint64_t)(*p - '0');
                 n->mant_digits++;
@@ -320,15 +319,14 @@ static const u8 *scan_number(const u8 *p, const u8 *end, Num *n) {
             p++;
         }
     }
+    if (p - digits > MAX_INT_DIGITS) return NULL;
     n->int_digits = (int)(p - digits);
-    if (n->int_digits > MAX_INT_DIGITS) return NULL;
     n->exp10 = n->dropped;
     if (p < end && *p == '.') {
         n->is_int = 0;
         p++;
         const u8 *f = p;
-        const u8 *stop = end - p > MAX_FRACTION_DIGITS ? p + MAX_FRACTION_DIGITS : end;
-        while (p < stop && *p >= '0' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
             if (n->dropped == 0 && n->mant_digits < 19 && (n->mant_digits > 0 || *p != '0')) {
                 n->mant = n->mant * 10 + (uint64_t)(*p - '0');
                 n->mant_digits++;
@@ -340,7 +338,7 @@ static const u8 *scan_number(const u8 *p, const u8 *end, Num *n) {
             }
             p++;
         }
-        if (p == f || (p < end && *p >= '0' && *p <= '9')) return NULL; /* none, or too many */
+        if (p == f || p - f > MAX_FRACTION_DIGITS) return NULL;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         n->is_int = 0;
@@ -357,15 +355,12 @@ static const u8 *scan_number(const u8 *p, const u8 *end, Num *n) {
             p++;
         }
         if (p == e) return NULL;
-        n->exp10 += (int)(eneg ? -ev : ev);
+        n->exp10 += eneg ? -ev : ev;
     }
     n->end = p;
     return p;
 }
 
-const double GZ_POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-#define POW10 GZ_POW10
 
 /* The double Python's float() gives for the number's text; 0 when unsure (the caller falls back). */
 static ALWAYS_INLINE int number_to_double(const Num *n, double *out) {
