@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test fuzz-native test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -23,7 +23,9 @@ $(VENV)/bin/python:
 
 # setup.py builds the optional C JSON scanner (pip install -e builds it in place): a changed C
 # source re-runs the install, so the scanner tests run against it.
-NATIVE := setup.py $(wildcard connector/pyspark_gazette/_native/*.c)
+NATIVE_DIR := connector/pyspark_gazette/_native
+NATIVE_SRC := $(wildcard $(NATIVE_DIR)/*.c)
+NATIVE := setup.py $(NATIVE_SRC) $(wildcard $(NATIVE_DIR)/*.h)
 
 $(RUN_STAMP): pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	@echo "==> installing pyspark-gazette and its runtime dependencies into $(VENV) (pyspark, pyarrow, grpcio, ...):"
@@ -212,13 +214,31 @@ fuzz-native: $(STAMP)  ## fuzz the C scanner and joiner against Python under ASa
 	cp -r connector/pyspark_gazette "$$tmp/"; rm -f "$$tmp"/pyspark_gazette/_jsonscan*.so; \
 	inc=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
 	suffix=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))'); \
-	gcc -shared -fPIC -O1 -g $(SANITIZE) -I"$$inc" connector/pyspark_gazette/_native/jsonscan.c \
-		-o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
+	gcc -shared -fPIC -O1 -g $(SANITIZE) -I"$$inc" $(NATIVE_SRC) -o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
 	export LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)"; \
 	export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1; \
 	PYTHONPATH="$$tmp" $(PY) -c 'import sys, pyspark_gazette._jsonscan as m; print("fuzzing", m.__file__); sys.exit(not m.__file__.startswith(sys.argv[1]))' "$$tmp"; \
 	PYTHONPATH="$$tmp" GAZETTE_FUZZ_NATIVE_EXAMPLES=$(FUZZ_NATIVE_EXAMPLES) GAZETTE_FUZZ_REPORT="$$tmp/report.json" \
 		timeout $(FUZZ_NATIVE_SECONDS) $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
+
+# The C extension's sources compiled with warnings as errors (the normal install adds no warning
+# flags), twice: as setup.py builds them, and with GZ_NO_INT128 (the path of compilers without
+# unsigned __int128). The second build goes into a temporary copy of the package, and the unit
+# tests of the scanner and joiner and a short differential fuzz run against it. Nothing is installed.
+NATIVE_WARN := -std=c99 -Wall -Wextra -Wconversion -Wshadow -Werror
+NATIVE_TESTS := tests/unit/test_native_kinds.py tests/unit/test_spark_encode.py tests/unit/test_spark_typed.py tests/unit/test_spark_typed_records.py
+
+native-strict: $(STAMP)  ## compile the C extension with -Werror (and its no-__int128 path), and test that build
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	cp -r connector/pyspark_gazette "$$tmp/"; rm -f "$$tmp"/pyspark_gazette/_jsonscan*.so; \
+	inc=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
+	suffix=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))'); \
+	cc=$${CC:-cc}; \
+	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -I"$$inc" $(NATIVE_SRC) -o "$$tmp/with-int128.so"; \
+	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -DGZ_NO_INT128 -I"$$inc" $(NATIVE_SRC) -o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
+	PYTHONPATH="$$tmp" $(PY) -c 'import sys, pyspark_gazette._jsonscan as m; print("testing", m.__file__); sys.exit(not m.__file__.startswith(sys.argv[1]))' "$$tmp"; \
+	PYTHONPATH="$$tmp" $(PY) -m pytest -q -p no:randomly -p no:cacheprovider $(NATIVE_TESTS); \
+	PYTHONPATH="$$tmp" GAZETTE_FUZZ_NATIVE_EXAMPLES=200 GAZETTE_FUZZ_REPORT="$$tmp/report.json" $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
 
 lint: $(STAMP)  ## ruff lint + format check, mypy on the package
 	$(VENV)/bin/ruff check connector tests tools bench notebooks

@@ -1,4 +1,4 @@
-"""The optional C extension ``pyspark_gazette._jsonscan`` (setup.py; source in ``_native/``).
+"""The optional C extension ``pyspark_gazette._jsonscan`` (setup.py; sources in ``_native/``).
 
 It holds the JSON scanner of typed reads (:mod:`pyspark_gazette.spark.read.typed`) and the row
 joiner of JSON writes (:mod:`pyspark_gazette.spark.write.encode`). Where it is not built (no C
@@ -15,6 +15,39 @@ try:
     from pyspark_gazette import _jsonscan as module
 except ImportError:  # pragma: no cover - installs without a C compiler
     module = None  # type: ignore[assignment]
+
+#: The kinds of the scanner's plan (``K_*`` in _native/common.h), as the Python side's fallback:
+#: where the extension is built, :data:`SCAN_KINDS` is its own ``SCAN_KINDS`` (a unit test holds
+#: the two equal).
+SCAN_KINDS_FALLBACK: dict[str, int] = {
+    "string": 0,
+    "long": 1,
+    "int": 2,
+    "short": 3,
+    "byte": 4,
+    "double": 5,
+    "float": 6,
+    "bool": 7,
+    "timestamp": 8,
+    "ntz": 9,
+    "date": 10,
+    "struct": 11,
+    "list": 12,
+}
+#: The kinds of the joiner's parts (``P_*`` in _native/common.h), likewise.
+PART_KINDS_FALLBACK: dict[str, int] = {
+    "text": 0,
+    "raw": 1,
+    "string": 2,
+    "int": 3,
+    "bool": 4,
+    "micros": 5,
+    "date": 6,
+    "double": 7,
+    "decimal": 8,
+}
+SCAN_KINDS: dict[str, int] = dict(module.SCAN_KINDS) if module is not None else SCAN_KINDS_FALLBACK
+PART_KINDS: dict[str, int] = dict(module.PART_KINDS) if module is not None else PART_KINDS_FALLBACK
 
 #: Set to ``0`` to turn the C extension off (benchmarks' same-run A/B, tests).
 NATIVE_ENV = "PYSPARK_GAZETTE_NATIVE_JSON"

@@ -11,7 +11,7 @@ the ``mode`` semantics of ``spark.read.schema(s).json(path)``:
   :class:`~pyspark_gazette.errors.MessageDecodeError` naming its index in the batch.
 
 C scanner: where the optional extension ``pyspark_gazette._jsonscan`` is built (setup.py,
-``_native/jsonscan.c``) and every JSON field of the schema is a string, integer (long, int,
+``_native/scan.c``) and every JSON field of the schema is a string, integer (long, int,
 short, byte), double, float, boolean, timestamp, timestamp without zone or date, or a struct or
 array of those (at any depth up to 8 levels; struct field names unique), the batch is first
 scanned in C, straight from the array's buffers into Arrow buffers. It takes a record only when
@@ -134,6 +134,7 @@ from pyspark.sql.types import (
 from pyspark_gazette.errors import MessageDecodeError, OptionError
 from pyspark_gazette.message import jsondoc
 from pyspark_gazette.native import NATIVE_ENV, extension  # noqa: F401  (NATIVE_ENV: named here too)
+from pyspark_gazette.native import SCAN_KINDS as _SCAN_KINDS
 from pyspark_gazette.native import module as _jsonscan  # None without the C scanner: the pure-Python path
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
@@ -173,24 +174,27 @@ _F32 = struct.Struct("<f")
 _EPOCH_DAY = _dt.date(1970, 1, 1).toordinal()
 _JSON_WS = " \t\r\n"
 
-# The scalar types the C scanner converts (jsonscan.c's K_* kinds), and structs and arrays of
-# them (_SCAN_STRUCT, _SCAN_LIST); a schema with any other type among its JSON fields takes the
+# The scalar types the C scanner converts (its kinds: native.SCAN_KINDS), and structs and arrays
+# of them (_SCAN_STRUCT, _SCAN_LIST); a schema with any other type among its JSON fields takes the
 # pure-Python path for the whole batch.
 _NATIVE_KINDS: dict[type, int] = {
-    StringType: 0,
-    LongType: 1,
-    IntegerType: 2,
-    ShortType: 3,
-    ByteType: 4,
-    DoubleType: 5,
-    FloatType: 6,
-    BooleanType: 7,
-    TimestampType: 8,
-    TimestampNTZType: 9,
-    DateType: 10,
+    t: _SCAN_KINDS[name]
+    for t, name in (
+        (StringType, "string"),
+        (LongType, "long"),
+        (IntegerType, "int"),
+        (ShortType, "short"),
+        (ByteType, "byte"),
+        (DoubleType, "double"),
+        (FloatType, "float"),
+        (BooleanType, "bool"),
+        (TimestampType, "timestamp"),
+        (TimestampNTZType, "ntz"),
+        (DateType, "date"),
+    )
 }
-_SCAN_STRUCT, _SCAN_LIST = 11, 12
-# Nesting of structs and arrays the scanner is given (jsonscan.c takes up to 16).
+_SCAN_STRUCT, _SCAN_LIST = _SCAN_KINDS["struct"], _SCAN_KINDS["list"]
+# Nesting of structs and arrays the scanner is given (_native/scan.c takes up to 16).
 _SCAN_DEPTH = 8
 
 
@@ -215,7 +219,7 @@ def _scan_item(name: str, t: DataType, depth: int = 0) -> tuple | None:
 
 
 def _scan_array(t: pa.DataType, col: tuple) -> pa.Array:
-    """An Arrow array of type t from the scanner's buffers of one column (see jsonscan.c)."""
+    """An Arrow array of type t from the scanner's buffers of one column (see _native/scan.c)."""
     length, valid, data, offsets, nulls, kids = col
     bufs = [pa.py_buffer(valid) if nulls else None]
     if offsets is not None:

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from pyspark_gazette.errors import FramingError
 from pyspark_gazette.message import Framing
-from pyspark_gazette.native import extension
+from pyspark_gazette.native import PART_KINDS, extension
 
 #: Framed content of some messages: the bytes, and the ``n + 1`` message boundaries in them.
 Framed = tuple[memoryview, np.ndarray]
@@ -103,8 +103,10 @@ def json_lines(columns: list[tuple[str, pa.Array]], prefix: pa.Array | None = No
     return framed(pc.binary_join_element_wise(*parts, ""))
 
 
-#: Part kinds of the C extension's ``join`` (``P_*`` in _native/jsonscan.c).
-_RAW, _STRING, _INT, _BOOL, _MICROS, _DATE, _DOUBLE, _DECIMAL = 1, 2, 3, 4, 5, 6, 7, 8
+#: Part kinds of the C extension's ``join`` (native.PART_KINDS, ``P_*`` in _native/common.h).
+_RAW, _STRING, _INT, _BOOL, _MICROS, _DATE, _DOUBLE, _DECIMAL = (
+    PART_KINDS[k] for k in ("raw", "string", "int", "bool", "micros", "date", "double", "decimal")
+)
 #: Days of 0001-01-01 and 9999-12-31 since 1970-01-01: the years the extension writes itself.
 _FIRST_DAY, _LAST_DAY = -719162, 2932896
 _DAY_US = 86_400_000_000
@@ -119,13 +121,16 @@ def _joined(native: Any, columns: list[tuple[str, pa.Array]], prefix: pa.Array |
         return memoryview(b""), np.zeros(1, dtype=np.int64)
     parts: list[Any] = [] if prefix is None else [_text_part(_RAW, prefix)]
     arrays = [arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr for _, arr in columns]
+    column_of: dict[int, pa.Array] = {}  # a column's part index -> its array
     for i, ((name, _), arr) in enumerate(zip(columns, arrays, strict=True)):
         lead = "," if (i or prefix is not None) else "{"
-        parts += [(lead + json.dumps(name, ensure_ascii=False) + ":").encode(), _part(arr)]
+        parts.append((lead + json.dumps(name, ensure_ascii=False) + ":").encode())
+        column_of[len(parts)] = arr
+        parts.append(_part(arr))
     parts.append(b"}\n")
     joined = native.join(tuple(parts), n)
-    while isinstance(joined, int):  # a float64 or decimal column with a value only Arrow's cast writes
-        parts[joined] = _text_part(_RAW, json_fragments(arrays[(joined - 1 - (prefix is not None)) // 2]))
+    while isinstance(joined, int):  # a column with a value only Arrow's cast writes (float64, decimal)
+        parts[joined] = _text_part(_RAW, json_fragments(column_of[joined]))
         joined = native.join(tuple(parts), n)
     data, bounds = joined
     return memoryview(data), np.frombuffer(bounds, dtype=np.int64)
@@ -138,7 +143,7 @@ def _text_part(kind: int, arr: pa.Array) -> tuple:
 
 
 def _part(arr: pa.Array) -> tuple:
-    """The ``join`` part of a column (see jsonscan.c's ``join``)."""
+    """The ``join`` part of a column (see _native/join.c's ``join``)."""
     t = arr.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return _text_part(_STRING, arr)

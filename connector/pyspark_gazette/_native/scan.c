@@ -1,5 +1,5 @@
 /*
- * pyspark_gazette._jsonscan: a JSON scanner for typed reads (an accelerator of
+ * scan.c, the read side of pyspark_gazette._jsonscan: a JSON scanner for typed reads (an accelerator of
  * spark/read/typed.py's TypedDecoder; the pure-Python path stays the reference and the fallback).
  *
  * scan(plan, validity, offsets, data, offset, n, large) reads n JSON records out of an Arrow
@@ -20,31 +20,7 @@
  * Only plain C99 and the CPython API (PyOS_string_to_double: locale-independent, correctly
  * rounded) are used.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-/* Field kinds; typed.py's _NATIVE_KINDS must match. */
-enum {
-    K_STRING = 0,
-    K_LONG = 1,
-    K_INT = 2,
-    K_SHORT = 3,
-    K_BYTE = 4,
-    K_DOUBLE = 5,
-    K_FLOAT = 6,
-    K_BOOL = 7,
-    K_TIMESTAMP = 8, /* timestamp[us, UTC] */
-    K_NTZ = 9,       /* timestamp[us] */
-    K_DATE = 10,     /* date32 */
-    K_STRUCT = 11,   /* struct: its fields are the column's kids */
-    K_LIST = 12,     /* list (int32 offsets): kids[0] is the element column */
-    K_COUNT = 13
-};
+#include "common.h"
 
 static const int WIDTH[K_COUNT] = {0, 8, 4, 2, 1, 8, 4, 1, 8, 8, 4, 0, 0};
 
@@ -58,16 +34,8 @@ static const int WIDTH[K_COUNT] = {0, 8, 4, 2, 1, 8, 4, 1, 8, 8, 4, 0, 0};
 #define MAX_PLAN_DEPTH 16
 /* Python's int() refuses more digits than this (sys.int_info.default_max_str_digits). */
 #define MAX_INT_DIGITS 4300
-
-typedef unsigned char u8;
-
-/* The per-value functions, inlined into the object loop (as one function they were ~20% faster
- * than as calls, measured on bench_read's click events). */
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
+/* Digits of a fraction past which a number is left to Python. */
+#define MAX_FRACTION_DIGITS (1 << 20)
 
 /* A column: a field of the record or of a struct, or an array's elements. Its slots are written
  * in order; slot `len` is the one being read (a field's value in the current object, an array's
@@ -317,8 +285,9 @@ typedef struct {
     int int_digits;        /* digits before the point */
     uint64_t mant;         /* significant digits (leading zeros dropped), if they fit */
     int mant_digits;       /* how many significant digits mant holds */
-    int dropped;           /* significant digits that did not fit in mant (then mant is unused) */
-    int exp10;             /* value = mant * 10^exp10, when !dropped */
+    /* counted as Py_ssize_t: they cannot overflow whatever the number's length */
+    Py_ssize_t dropped;    /* significant digits that did not fit in mant (then mant is unused) */
+    Py_ssize_t exp10;      /* value = mant * 10^exp10, when !dropped */
 } Num;
 
 /* JSON's number grammar (Python's json: -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?). Returns the
@@ -350,8 +319,8 @@ static const u8 *scan_number(const u8 *p, const u8 *end, Num *n) {
             p++;
         }
     }
+    if (p - digits > MAX_INT_DIGITS) return NULL;
     n->int_digits = (int)(p - digits);
-    if (n->int_digits > MAX_INT_DIGITS) return NULL;
     n->exp10 = n->dropped;
     if (p < end && *p == '.') {
         n->is_int = 0;
@@ -369,7 +338,7 @@ static const u8 *scan_number(const u8 *p, const u8 *end, Num *n) {
             }
             p++;
         }
-        if (p == f) return NULL;
+        if (p == f || p - f > MAX_FRACTION_DIGITS) return NULL;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         n->is_int = 0;
@@ -386,14 +355,12 @@ static const u8 *scan_number(const u8 *p, const u8 *end, Num *n) {
             p++;
         }
         if (p == e) return NULL;
-        n->exp10 += (int)(eneg ? -ev : ev);
+        n->exp10 += eneg ? -ev : ev;
     }
     n->end = p;
     return p;
 }
 
-static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 /* The double Python's float() gives for the number's text; 0 when unsure (the caller falls back). */
 static ALWAYS_INLINE int number_to_double(const Num *n, double *out) {
@@ -1092,14 +1059,14 @@ static PyObject *col_result(Col *c) {
     return Py_BuildValue("(nNNNnN)", n, valid, dat, offs, nulls, kids);
 }
 
-PyDoc_STRVAR(scan_doc,
+const char gz_scan_doc[] = PyDoc_STR(
              "scan(plan, validity, offsets, data, offset, n, large) -> (status, rows, columns)\n\n"
              "plan: a list of (name: bytes, kind: int), or (name, kind, [plan items]) for a struct\n"
              "(its fields) or a list (its element). validity may be None. status: bytes, one a\n"
              "record (0 row, 1 no row, 2 fall back); columns: per field (length, validity bitmap,\n"
              "data or None, offsets or None, null count, the kids' columns or None).");
 
-static PyObject *scan(PyObject *self, PyObject *args) {
+PyObject *gz_scan(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *plan, *validity_obj, *offsets_obj, *data_obj;
     Py_ssize_t offset, n;
@@ -1131,14 +1098,20 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         have_d = 1;
     }
     Py_ssize_t osize = large ? 8 : 4;
-    if (ob.len < (offset + n + 1) * osize || (have_v && vb.len * 8 < offset + n)) {
+    /* offset + n + 1 offsets of 8 bytes, counted without overflow (offset, n >= 0). */
+    if (offset > PY_SSIZE_T_MAX / 8 - 1 - n) {
+        PyErr_SetString(PyExc_OverflowError, "array offset and length out of range");
+        goto done;
+    }
+    if (ob.len / osize < offset + n + 1 || (have_v && vb.len < (offset + n + 7) / 8)) {
         PyErr_SetString(PyExc_ValueError, "buffers too small");
         goto done;
     }
-    Py_ssize_t total = 0;
+    Py_ssize_t total = 0; /* a size hint only: the rows' offsets are checked one by one below */
     if (n) {
-        total = large ? ((const int64_t *)ob.buf)[offset + n] - ((const int64_t *)ob.buf)[offset]
-                      : ((const int32_t *)ob.buf)[offset + n] - ((const int32_t *)ob.buf)[offset];
+        int64_t first = large ? ((const int64_t *)ob.buf)[offset] : ((const int32_t *)ob.buf)[offset];
+        int64_t last = large ? ((const int64_t *)ob.buf)[offset + n] : ((const int32_t *)ob.buf)[offset + n];
+        if (first >= 0 && last >= first && last <= (have_d ? db.len : 0)) total = (Py_ssize_t)(last - first);
     }
     /* One slot a record for every column (columns inside arrays grow); string data sized as
      * if the record's bytes were shared by the top-level fields (it grows too). */
@@ -1194,580 +1167,3 @@ done:
     if (have_d) PyBuffer_Release(&db);
     return result;
 }
-
-/* ---- the write side: rows of JSON text joined from columns (spark/write/encode.py) ---------- */
-
-/* Part kinds of join(); encode.py's _joined builds them. */
-enum {
-    P_TEXT = 0,   /* a constant: the same bytes every row */
-    P_RAW = 1,    /* a string column of JSON text, copied as it is */
-    P_STRING = 2, /* a string column, written as a JSON string (quoted, escaped as json.dumps) */
-    P_INT = 3,    /* signed integers of width 1, 2, 4 or 8 */
-    P_BOOL = 4,   /* booleans (a bitmap) */
-    P_MICROS = 5, /* timestamp[us] as "YYYY-MM-DDTHH:MM:SS.ffffff" (+ "Z" with a zone), quoted */
-    P_DATE = 6,   /* date32 as "YYYY-MM-DD", quoted */
-    P_DOUBLE = 7, /* float64 as Arrow's cast to string writes it (see write_double) */
-    P_DECIMAL = 8 /* decimal128 of a scale as Arrow's cast to string writes it (see write_decimal) */
-};
-
-typedef struct {
-    int kind;
-    const u8 *text; /* P_TEXT */
-    Py_ssize_t len;
-    const u8 *data; /* P_RAW, P_STRING: offsets (int32 or int64) into data */
-    const void *offsets;
-    const void *values; /* P_INT, P_BOOL, P_MICROS, P_DATE */
-    const u8 *validity; /* NULL: no nulls; else Arrow's bitmap (null where a bit is 0) */
-    Py_ssize_t offset, dlen;
-    int large, width, zone;
-    int scale;   /* P_DECIMAL */
-    int failed;  /* P_DOUBLE, P_DECIMAL: a value left to Arrow */
-    Py_ssize_t index; /* the part's index in join's parts (a constant before it merged, see join) */
-    const u8 *lead;   /* a constant written before every row's value (the one before it in parts) */
-    Py_ssize_t lead_len;
-    u8 lead16[16]; /* the lead, when at most 16 bytes: copied as two words */
-    int64_t day; /* P_MICROS: the day last written, and its YYYY-MM-DD (consecutive rows share it) */
-    u8 day_text[10];
-} Part;
-
-static inline int64_t part_at(const Part *p, Py_ssize_t j) {
-    return p->large ? ((const int64_t *)p->offsets)[j] : (int64_t)((const int32_t *)p->offsets)[j];
-}
-
-static inline int bit_at(const u8 *bits, Py_ssize_t j) { return (bits[j >> 3] >> (j & 7)) & 1; }
-
-/* The bytes a part writes for any row, at most, beyond its column's text (P_RAW: + its bytes,
- * P_STRING: + 6 per byte); 16 more for the lead's word copy. */
-static Py_ssize_t part_fixed_max(const Part *p) {
-    Py_ssize_t lead = p->lead_len + 16;
-    switch (p->kind) {
-    case P_TEXT: return p->len;
-    case P_RAW: return lead + 4;
-    case P_STRING: return lead + 6;
-    case P_DECIMAL: return lead + 84; /* sign, 39 digits, "0." and up to 38 zeros */
-    default: return lead + 40;
-    }
-}
-
-/* memcpy, without its call for the short runs most rows are made of (names, codes, numbers). */
-static inline u8 *put(u8 *w, const u8 *src, Py_ssize_t len) {
-    if (len > 16) {
-        memcpy(w, src, (size_t)len);
-        return w + len;
-    }
-    for (Py_ssize_t k = 0; k < len; k++) w[k] = src[k];
-    return w + len;
-}
-
-/* Days since 1970-01-01 to a civil date (proleptic Gregorian). */
-static void civil(int64_t days, int64_t *y, int *m, int *d) {
-    days += 719468;
-    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
-    int64_t doe = days - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = yoe + era * 400 + (*m <= 2);
-}
-
-static const char PAIRS[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                            "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                            "8081828384858687888990919293949596979899";
-
-/* v (>= 0, < 10^width) in exactly width digits. */
-static inline u8 *put_digits(u8 *w, int64_t v, int width) {
-    int k = width;
-    while (k >= 2) {
-        memcpy(w + k - 2, PAIRS + 2 * (v % 100), 2);
-        v /= 100;
-        k -= 2;
-    }
-    if (k) w[0] = (u8)('0' + v % 10);
-    return w + width;
-}
-
-/* YYYY-MM-DD of a date in years 1-9999 (encode.py sends other years the Arrow way). */
-static inline u8 *write_date(u8 *w, int64_t days) {
-    int64_t y;
-    int m, d;
-    civil(days, &y, &m, &d);
-    w = put_digits(w, y, 4);
-    *w++ = '-';
-    w = put_digits(w, m, 2);
-    *w++ = '-';
-    return put_digits(w, d, 2);
-}
-
-static inline int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-
-static u8 *write_int(u8 *w, int64_t v) {
-    u8 tmp[24], *t = tmp + 24;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    while (u >= 100) {
-        t -= 2;
-        memcpy(t, PAIRS + 2 * (u % 100), 2);
-        u /= 100;
-    }
-    if (u >= 10) {
-        t -= 2;
-        memcpy(t, PAIRS + 2 * u, 2);
-    } else {
-        *--t = (u8)('0' + u);
-    }
-    if (v < 0) *w++ = '-';
-    return put(w, t, tmp + 24 - t);
-}
-
-static const char HEXL[] = "0123456789abcdef";
-
-/* JSON string text of UTF-8 bytes, as json.dumps(ensure_ascii=False) escapes it: quote,
- * backslash and the control characters (\n \r \t \b \f, else \u00XX). */
-static inline int needs_escape(u8 c) { return c < 0x20 || c == '"' || c == '\\'; }
-
-/* Whether any of 8 bytes needs escaping: a byte below 0x20, a '"' or a '\\' (the exact
- * "has a zero byte" / "has a byte less than n" word tests). */
-static inline int word_needs_escape(uint64_t x) {
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs ? 1 : 0;
-}
-
-/* s[0, len) as JSON string content; ``end`` is where s's buffer ends, and the caller leaves
- * 16 bytes of room beyond what the escaped text needs. Where the buffer allows, a tail of
- * under 8 bytes is tested as one word (the bytes past it masked to 'a') and a run of at most
- * 16 bytes is copied as two words: a short string then costs a few word operations. */
-static u8 *write_escaped(u8 *w, const u8 *s, Py_ssize_t len, const u8 *end) {
-    Py_ssize_t run = 0, k = 0;
-    while (k < len) {
-        if (k + 8 <= len) {
-            uint64_t x;
-            memcpy(&x, s + k, 8);
-            if (!word_needs_escape(x)) {
-                k += 8;
-                continue;
-            }
-        } else if (s + k + 8 <= end) {
-            uint64_t x, keep = (1ULL << (8 * (len - k))) - 1;
-            memcpy(&x, s + k, 8);
-            x = (x & keep) | (0x6161616161616161ULL & ~keep);
-            if (!word_needs_escape(x)) {
-                k = len;
-                break;
-            }
-        }
-        Py_ssize_t stop = k + 8 < len ? k + 8 : len;
-        for (; k < stop; k++) {
-            u8 c = s[k];
-            if (!needs_escape(c)) continue;
-            w = put(w, s + run, k - run);
-            run = k + 1;
-            *w++ = '\\';
-            switch (c) {
-            case '"': *w++ = '"'; break;
-            case '\\': *w++ = '\\'; break;
-            case '\n': *w++ = 'n'; break;
-            case '\r': *w++ = 'r'; break;
-            case '\t': *w++ = 't'; break;
-            case '\b': *w++ = 'b'; break;
-            case '\f': *w++ = 'f'; break;
-            default:
-                *w++ = 'u';
-                *w++ = '0';
-                *w++ = '0';
-                *w++ = (u8)HEXL[c >> 4];
-                *w++ = (u8)HEXL[c & 15];
-            }
-        }
-    }
-    if (len - run <= 16 && s + run + 16 <= end) {
-        memcpy(w, s + run, 16);
-        return w + (len - run);
-    }
-    return put(w, s + run, len - run);
-}
-
-static const uint64_t UPOW10[] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
-                                  10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
-                                  100000000000ULL, 1000000000000ULL, 10000000000000ULL,
-                                  100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
-                                  100000000000000000ULL};
-
-/* A float64 as Arrow's cast to string writes it (double-conversion's shortest digits, in
- * positional form for 1e-6 <= |v| < 1e10: "2", "0.37", "-0", "0.000015"), for the values whose
- * shortest form has at most 17 decimals and fewer than 16 digits: the fewest decimals p with
- * round(|v| * 10^p) / 10^p == |v| (both operands exact, so the quotient is what parsing the
- * text gives). NaN and the infinities as Spark's JSON writer: "NaN", "Infinity", "-Infinity".
- * NULL for any other value (exponent forms, 16-17 digit values): the caller uses Arrow's text. */
-static u8 *write_double(u8 *w, double v) {
-    if (isnan(v)) return put(w, (const u8 *)"\"NaN\"", 5);
-    if (isinf(v)) return v > 0 ? put(w, (const u8 *)"\"Infinity\"", 10) : put(w, (const u8 *)"\"-Infinity\"", 11);
-    double a = fabs(v);
-    if (a == 0) return signbit(v) ? put(w, (const u8 *)"-0", 2) : put(w, (const u8 *)"0", 1);
-    if (a >= 1e10 || a < 1e-6) return NULL;
-    for (int p = 0; p < 18; p++) {
-        double m = nearbyint(a * POW10[p]);
-        if (m >= 1e15) return NULL;
-        if (m / POW10[p] != a) continue;
-        uint64_t u = (uint64_t)m, whole = u / UPOW10[p], frac = u % UPOW10[p];
-        if (signbit(v)) *w++ = '-';
-        w = write_int(w, (int64_t)whole);
-        if (p) {
-            *w++ = '.';
-            w = put_digits(w, (int64_t)frac, p);
-        }
-        return w;
-    }
-    return NULL;
-}
-
-/* A decimal128 (two's complement, little-endian) of scale s as Arrow's cast to string writes
- * it (Decimal128::ToString): its digits with a point s places from the right, "0." and zeros
- * before them where there are fewer digits than s. NULL where Arrow writes an exponent form
- * (scale below 0, or fewer than s - 6 digits: "1E-10"): the caller uses Arrow's text. */
-static u8 *write_decimal(u8 *w, const u8 *le16, int scale) {
-    if (scale < 0) return NULL;
-    uint64_t lo, hi;
-    memcpy(&lo, le16, 8);
-    memcpy(&hi, le16 + 8, 8);
-    unsigned __int128 u = ((unsigned __int128)hi << 64) | lo;
-    int negative = (int64_t)hi < 0;
-    if (negative) u = (unsigned __int128)0 - u;
-    u8 tmp[48], *t = tmp + 48;
-    while (u > (unsigned __int128)UINT64_MAX) {
-        uint64_t low19 = (uint64_t)(u % 10000000000000000000ULL);
-        u /= 10000000000000000000ULL;
-        for (int k = 0; k < 19; k++) {
-            *--t = (u8)('0' + low19 % 10);
-            low19 /= 10;
-        }
-    }
-    uint64_t v = (uint64_t)u;
-    do {
-        *--t = (u8)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    Py_ssize_t digits = tmp + 48 - t;
-    if (negative) *w++ = '-';
-    if (scale == 0) return put(w, t, digits);
-    if (digits - 1 - scale < -6) return NULL;
-    if (digits > scale) {
-        w = put(w, t, digits - scale);
-        *w++ = '.';
-        return put(w, t + digits - scale, scale);
-    }
-    *w++ = '0';
-    *w++ = '.';
-    for (Py_ssize_t k = digits; k < scale; k++) *w++ = '0';
-    return put(w, t, digits);
-}
-
-/* Row j of part p at w (room for part_fixed_max bytes and its text is there). */
-static u8 *write_part(u8 *w, Part *p, Py_ssize_t j) {
-    if (p->kind == P_TEXT) {
-        return put(w, p->text, p->len);
-    }
-    if (p->lead_len) {
-        if (p->lead_len <= 16) {
-            memcpy(w, p->lead16, 16);
-            w += p->lead_len;
-        } else {
-            w = put(w, p->lead, p->lead_len);
-        }
-    }
-    Py_ssize_t at = p->offset + j;
-    if (p->validity && !bit_at(p->validity, at)) {
-        memcpy(w, "null", 4);
-        return w + 4;
-    }
-    switch (p->kind) {
-    case P_RAW:
-    case P_STRING: {
-        int64_t a = part_at(p, at), b = part_at(p, at + 1);
-        if (p->kind == P_RAW) return put(w, p->data + a, (Py_ssize_t)(b - a));
-        *w++ = '"';
-        w = write_escaped(w, p->data + a, (Py_ssize_t)(b - a), p->data + p->dlen);
-        *w++ = '"';
-        return w;
-    }
-    case P_INT: {
-        int64_t v;
-        switch (p->width) {
-        case 1: v = ((const int8_t *)p->values)[at]; break;
-        case 2: v = ((const int16_t *)p->values)[at]; break;
-        case 4: v = ((const int32_t *)p->values)[at]; break;
-        default: v = ((const int64_t *)p->values)[at];
-        }
-        return write_int(w, v);
-    }
-    case P_BOOL:
-        if (bit_at((const u8 *)p->values, at)) {
-            memcpy(w, "true", 4);
-            return w + 4;
-        }
-        memcpy(w, "false", 5);
-        return w + 5;
-    case P_MICROS: {
-        int64_t us = ((const int64_t *)p->values)[at];
-        int64_t days = floor_div(us, 86400000000LL), rem = us - days * 86400000000LL;
-        *w++ = '"';
-        if (days != p->day) {
-            write_date(p->day_text, days);
-            p->day = days;
-        }
-        w = put(w, p->day_text, 10);
-        *w++ = 'T';
-        int64_t secs = rem / 1000000;
-        w = put_digits(w, secs / 3600, 2);
-        *w++ = ':';
-        w = put_digits(w, secs / 60 % 60, 2);
-        *w++ = ':';
-        w = put_digits(w, secs % 60, 2);
-        *w++ = '.';
-        w = put_digits(w, rem % 1000000, 6);
-        if (p->zone) *w++ = 'Z';
-        *w++ = '"';
-        return w;
-    }
-    case P_DOUBLE: {
-        u8 *end = write_double(w, ((const double *)p->values)[at]);
-        if (!end) {
-            p->failed = 1;
-            return w;
-        }
-        return end;
-    }
-    case P_DECIMAL: {
-        u8 *end = write_decimal(w, (const u8 *)p->values + 16 * at, p->scale);
-        if (!end) {
-            p->failed = 1;
-            return w;
-        }
-        return end;
-    }
-    default: /* P_DATE */
-        *w++ = '"';
-        w = write_date(w, ((const int32_t *)p->values)[at]);
-        *w++ = '"';
-        return w;
-    }
-}
-
-/* A buffer's memory, held until join returns; NULL for None. */
-static int hold(PyObject *obj, Py_buffer *held, Py_ssize_t *nheld, const void **buf, Py_ssize_t *len) {
-    if (obj == Py_None) {
-        *buf = NULL;
-        *len = 0;
-        return 0;
-    }
-    if (PyObject_GetBuffer(obj, &held[*nheld], PyBUF_SIMPLE) < 0) return -1;
-    *buf = held[*nheld].buf;
-    *len = held[(*nheld)++].len;
-    return 0;
-}
-
-static int too_small(void) {
-    PyErr_SetString(PyExc_ValueError, "a column buffer is too small for its rows");
-    return -1;
-}
-
-/* Parse parts[k] (see join_doc) into p. */
-static int parse_part(PyObject *item, Part *p, Py_ssize_t n, Py_buffer *held, Py_ssize_t *nheld) {
-    if (PyBytes_Check(item)) {
-        p->kind = P_TEXT;
-        p->text = (const u8 *)PyBytes_AS_STRING(item);
-        p->len = PyBytes_GET_SIZE(item);
-        return 0;
-    }
-    PyObject *a = NULL, *b = NULL, *validity = Py_None;
-    int kind, large = 0, width = 0, zone = 0, scale = 0;
-    Py_ssize_t vlen, alen;
-    const void *vbuf;
-    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
-        PyErr_SetString(PyExc_TypeError, "a part is bytes or a tuple");
-        return -1;
-    }
-    kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
-    if (kind == -1 && PyErr_Occurred()) return -1;
-    p->kind = kind;
-    if (kind == P_RAW || kind == P_STRING) {
-        if (!PyArg_ParseTuple(item, "iOOnpO", &kind, &a, &b, &p->offset, &large, &validity)) return -1;
-    } else if (kind == P_INT) {
-        if (!PyArg_ParseTuple(item, "iOniO", &kind, &a, &p->offset, &width, &validity)) return -1;
-        if (width != 1 && width != 2 && width != 4 && width != 8) {
-            PyErr_SetString(PyExc_ValueError, "integer width is 1, 2, 4 or 8");
-            return -1;
-        }
-    } else if (kind == P_BOOL || kind == P_DATE || kind == P_DOUBLE) {
-        if (!PyArg_ParseTuple(item, "iOnO", &kind, &a, &p->offset, &validity)) return -1;
-    } else if (kind == P_MICROS) {
-        if (!PyArg_ParseTuple(item, "iOnpO", &kind, &a, &p->offset, &zone, &validity)) return -1;
-    } else if (kind == P_DECIMAL) {
-        if (!PyArg_ParseTuple(item, "iOniO", &kind, &a, &p->offset, &scale, &validity)) return -1;
-    } else {
-        PyErr_Format(PyExc_ValueError, "unknown part kind %d", kind);
-        return -1;
-    }
-    p->large = large;
-    p->width = width;
-    p->zone = zone;
-    p->scale = scale;
-    p->day = INT64_MIN;
-    if (p->offset < 0) return too_small();
-    if (hold(validity, held, nheld, &vbuf, &vlen) < 0) return -1;
-    if (vbuf && vlen * 8 < p->offset + n) return too_small();
-    p->validity = (const u8 *)vbuf;
-    if (hold(a, held, nheld, &p->values, &alen) < 0) return -1;
-    if (!p->values) return too_small();
-    Py_ssize_t need = kind == P_INT ? width * (p->offset + n)
-                      : kind == P_BOOL ? (p->offset + n + 7) / 8
-                      : kind == P_MICROS || kind == P_DOUBLE ? 8 * (p->offset + n)
-                      : kind == P_DATE ? 4 * (p->offset + n)
-                      : kind == P_DECIMAL ? 16 * (p->offset + n)
-                      : (large ? 8 : 4) * (p->offset + n + 1);
-    if (alen < need) return too_small();
-    if (kind != P_RAW && kind != P_STRING) return 0;
-    p->offsets = p->values;
-    p->values = NULL;
-    const void *dbuf;
-    if (hold(b, held, nheld, &dbuf, &p->dlen) < 0) return -1;
-    p->data = dbuf ? (const u8 *)dbuf : (const u8 *)"";
-    /* Arrow's offsets rise; checked at the ends here and row by row below. */
-    int64_t lo = part_at(p, p->offset), hi = part_at(p, p->offset + n);
-    if (lo < 0 || hi < lo || hi > p->dlen) {
-        PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-        return -1;
-    }
-    return 0;
-}
-
-PyDoc_STRVAR(join_doc,
-             "join(parts, n) -> (bytes, bytes)\n\n"
-             "Row i of the result is the concatenation over parts of row i of each part: bytes are\n"
-             "a constant; a tuple is a column given by its Arrow buffers, first item its kind:\n"
-             "(1 raw text | 2 JSON string, offsets, data, array offset, large, validity),\n"
-             "(3 integers, values, array offset, width, validity), (4 booleans, bits, array offset,\n"
-             "validity), (5 timestamp[us], values, array offset, zone, validity), (6 date32, values,\n"
-             "array offset, validity), (7 float64, values, array offset, validity), (8 decimal128,\n"
-             "values, array offset, scale, validity). A null (validity None: none) is written as\n"
-             "null. Returns the joined bytes and the n + 1 row boundaries (int64), or the index of a\n"
-             "float64 or decimal part holding a value it leaves to Arrow's cast (see write_double,\n"
-             "write_decimal).");
-
-static PyObject *join(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *parts_obj;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &parts_obj, &n)) return NULL;
-    Py_ssize_t np_ = PyTuple_GET_SIZE(parts_obj);
-    if (n < 0 || np_ > 1000000) {
-        PyErr_SetString(PyExc_ValueError, "bad sizes");
-        return NULL;
-    }
-    Part *parts = calloc((size_t)np_ + 1, sizeof(Part));
-    Py_buffer *held = calloc((size_t)np_ * 3 + 1, sizeof(Py_buffer));
-    Py_ssize_t nheld = 0, *texts = NULL; /* texts: the indexes of the P_RAW and P_STRING parts */
-    PyObject *out = NULL, *bounds = NULL, *result = NULL;
-    if (!parts || !held) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* A first size: every constant and column byte once, and a guess for the rest. */
-    int64_t guess = 0;
-    for (Py_ssize_t k = 0; k < np_; k++) {
-        Part *p = &parts[k];
-        if (parse_part(PyTuple_GET_ITEM(parts_obj, k), p, n, held, &nheld) < 0) goto done;
-        p->index = k;
-        if (p->kind == P_TEXT) guess += (int64_t)p->len * n;
-        else if (p->kind == P_RAW || p->kind == P_STRING)
-            guess += part_at(p, p->offset + n) - part_at(p, p->offset) + (p->kind == P_STRING ? 2 * n : 0);
-        else guess += (int64_t)(p->kind == P_MICROS ? 29 : 8) * n;
-        if (guess > PY_SSIZE_T_MAX / 4) {
-            PyErr_SetString(PyExc_OverflowError, "joined rows too large");
-            goto done;
-        }
-    }
-    /* A constant followed by a column becomes that column's lead: one step per column and row. */
-    Py_ssize_t np2 = 0;
-    for (Py_ssize_t k = 0; k < np_; k++) {
-        Part *p = &parts[k];
-        if (p->kind == P_TEXT && k + 1 < np_ && parts[k + 1].kind != P_TEXT) {
-            Part *next = &parts[k + 1];
-            next->lead = p->text;
-            next->lead_len = p->len;
-            if (p->len <= 16) memcpy(next->lead16, p->text, (size_t)p->len);
-            continue;
-        }
-        if (np2 != k) parts[np2] = *p;
-        np2++;
-    }
-    /* Room a row needs at most: the parts' fixed maxima, and its text columns' bytes. */
-    Py_ssize_t fixed = 0, ntexts = 0;
-    texts = calloc((size_t)np2 + 1, sizeof(Py_ssize_t));
-    if (!texts) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < np2; k++) {
-        fixed += part_fixed_max(&parts[k]);
-        if (parts[k].kind == P_RAW || parts[k].kind == P_STRING) texts[ntexts++] = k;
-    }
-    Py_ssize_t cap = (Py_ssize_t)guess + 64, len = 0;
-    out = PyBytes_FromStringAndSize(NULL, cap); /* immutable once returned: the appender keeps a reference, not a copy */
-    bounds = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
-    if (!out || !bounds) goto done;
-    int64_t *bo = (int64_t *)PyBytes_AS_STRING(bounds);
-    bo[0] = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t room = fixed;
-        for (Py_ssize_t t = 0; t < ntexts; t++) {
-            Part *p = &parts[texts[t]];
-            int64_t a = part_at(p, p->offset + i), b = part_at(p, p->offset + i + 1);
-            if (a < 0 || b < a || b > p->dlen) {
-                PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-                goto done;
-            }
-            room += (Py_ssize_t)(b - a) * (p->kind == P_STRING ? 6 : 1);
-        }
-        if (room > cap - len) {
-            if (room > PY_SSIZE_T_MAX / 4 - len) {
-                PyErr_SetString(PyExc_OverflowError, "joined rows too large");
-                goto done;
-            }
-            cap = cap + cap / 2 > len + room ? cap + cap / 2 : len + room;
-            if (_PyBytes_Resize(&out, cap) < 0) goto done; /* out is NULL now */
-        }
-        u8 *base = (u8 *)PyBytes_AS_STRING(out), *w = base + len;
-        for (Py_ssize_t k = 0; k < np2; k++) {
-            Part *p = &parts[k];
-            w = write_part(w, p, i);
-            if (p->failed) {
-                result = PyLong_FromSsize_t(p->index);
-                goto done;
-            }
-        }
-        len = (Py_ssize_t)(w - base);
-        bo[i + 1] = (int64_t)len;
-    }
-    if (_PyBytes_Resize(&out, len) < 0) goto done;
-    result = Py_BuildValue("(OO)", out, bounds);
-done:
-    Py_XDECREF(out);
-    Py_XDECREF(bounds);
-    for (Py_ssize_t k = 0; k < nheld; k++) PyBuffer_Release(&held[k]);
-    free(texts);
-    free(held);
-    free(parts);
-    return result;
-}
-
-static PyMethodDef methods[] = {{"scan", scan, METH_VARARGS, scan_doc},
-                                {"join", join, METH_VARARGS, join_doc},
-                                {NULL, NULL, 0, NULL}};
-
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jsonscan",
-                                    "A JSON scanner for typed reads (see typed.py), and the joiner of JSON rows for writes (encode.py).",
-                                    -1, methods, NULL, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__jsonscan(void) { return PyModule_Create(&module); }
