@@ -146,7 +146,7 @@ EXCLUSIVE := tests/integration/test_heads_under_load.py
 #
 # The cluster tier runs last. Its tests mostly wait on their cluster (workers started, killed and
 # restarted), so other suites can run beside it: `make test ALONGSIDE="test-oldest-pyspark
-# test-notebook-delta test-gazette-flow"` (what CI does) runs those targets at the same time, each in one process
+# test-notebook-delta test-gazette-flow fuzz-native native-strict"` (what CI does) runs those targets at the same time, each in one process
 # (ALONGSIDE_WORKERS; more would load 2 cores past Spark's fixed 10 s for a Python worker to
 # connect back), each target's output shown as a block when it ends; any failure fails `make test`.
 ALONGSIDE ?=
