@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_gazette.message import Framing
-from pyspark_gazette.message.uuids import _pointer_keys
+from pyspark_gazette.message.uuids import pointer_keys
 from pyspark_gazette.spark.read.arrow_output import uuid_parts
 
 #: Hex digit values by byte (255: not a hex digit).
@@ -38,7 +38,7 @@ def _head(pointer: str) -> bytes | None:
     """The bytes a document starts with when its UUID comes first: ``{"a":{"b":"``."""
     if pointer not in _heads:
         try:
-            keys = _pointer_keys(pointer)
+            keys = pointer_keys(pointer)
         except ValueError:
             keys = []
         _heads[pointer] = (
