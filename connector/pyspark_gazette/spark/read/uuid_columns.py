@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_gazette.message import Framing
+from pyspark_gazette.message import NDJSON, Framing
 from pyspark_gazette.message.uuids import pointer_keys
 from pyspark_gazette.spark.read.arrow_output import uuid_parts
 
@@ -57,7 +57,7 @@ def uuid_columns(
     clock = np.zeros(n, np.uint64)
     flags = np.zeros(n, np.int64)
     slow = np.ones(n, bool)
-    head = _head(pointer) if framing.name == "ndjson" else None
+    head = _head(pointer) if framing.name == NDJSON.name else None
     if head is not None and n and values.null_count == 0 and pa.types.is_binary(values.type):
         width = len(head) + 37  # head, 36 characters, closing quote
         lengths = pc.binary_length(values).to_numpy()
