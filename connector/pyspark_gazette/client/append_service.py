@@ -43,7 +43,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from pyspark_gazette.client.appender import Appender, _params
+from pyspark_gazette.client.appender import Appender, append_request
 from pyspark_gazette.client.conn import APPEND_CHUNK_BYTES, Connections, backoff
 from pyspark_gazette.errors import (
     AuthRefusedError,
@@ -280,7 +280,7 @@ class AppendService:
         while the journal's tail is full behind a link not yet sent (see the module docstring),
         so a caller must not hold another link of this service while it starts one.
         """
-        request = _params(journal, **params)
+        request = append_request(journal, **params)
         deps = frozenset(dependencies)
         while True:
             with self._mu:

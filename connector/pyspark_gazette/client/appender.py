@@ -61,7 +61,7 @@ PROBE_AFTER = 10.0
 PROBE_TIMEOUT = 15.0
 
 
-def _params(
+def append_request(
     journal: str,
     *,
     offset: int = 0,
@@ -71,6 +71,7 @@ def _params(
     suspend: int = 0,
     do_not_proxy: bool = False,
 ) -> pb.AppendRequest:
+    """The first AppendRequest of an append to ``journal`` (the one both appenders send)."""
     req = pb.AppendRequest(journal=journal, offset=offset, do_not_proxy=do_not_proxy)
     req.suspend = suspend  # type: ignore[assignment]
     if check_registers is not None:
@@ -118,7 +119,7 @@ class Appender:
     def __init__(self, conns: Connections, journal: str, **params: Any):
         self._conns = conns
         self.journal = journal
-        self.request = _params(journal, **params)
+        self.request = append_request(journal, **params)
         self.response: pb.AppendResponse | None = None
         self.written = 0
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=64)

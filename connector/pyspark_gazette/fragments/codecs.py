@@ -322,10 +322,10 @@ def open_decompressor(codec: int, raw: BinaryIO) -> BinaryIO:
     returns what is at hand. Memory stays bounded for any input size. Closing the result
     closes ``raw``. Malformed input raises :class:`FragmentDecodeError`, as does an unknown codec.
     """
-    return cast(BinaryIO, _open_decoder(codec, raw))
+    return cast(BinaryIO, open_decoder(codec, raw))
 
 
-def _open_decoder(codec: int, raw: BinaryIO) -> _Decoder:
+def open_decoder(codec: int, raw: BinaryIO) -> _Decoder:
     """Like :func:`open_decompressor`, typed as our decoder class (which has ``read1``)."""
     if codec == pb.NONE:
         return _Plain(raw)

@@ -20,7 +20,7 @@ from pyspark_gazette.errors import (
     GazetteError,
     StoreError,
 )
-from pyspark_gazette.fragments.codecs import _open_decoder
+from pyspark_gazette.fragments.codecs import open_decoder
 from pyspark_gazette.fragments.names import ZERO_SUM, FragmentRef
 
 _EMPTY_SHA1 = hashlib.sha1(b"").hexdigest()
@@ -60,7 +60,7 @@ class FragmentReader:
         self._closed = False
         self._failure: BaseException | None = None  # a failed reader keeps failing
         try:
-            self._decoder = _open_decoder(fragment.codec, raw)
+            self._decoder = open_decoder(fragment.codec, raw)
         except Exception as e:
             raw.close()
             self._reraise(e)

@@ -31,7 +31,7 @@ from typing import Any
 from pyspark_gazette.errors import FramingError, MessageDecodeError, UnexpectedEOFError
 from pyspark_gazette.message import jsondoc
 from pyspark_gazette.message.fixed import FIXED_HEADER_LEN, FIXED_MAGIC, FixedDecoder, ProtobufFixedFraming
-from pyspark_gazette.message.framing_base import Decoder, Framing, Message, _at
+from pyspark_gazette.message.framing_base import Decoder, Framing, Message, at_offset
 from pyspark_gazette.message.uuids import extract_uuid_json
 
 # --------------------------------------------------------------------------------------------
@@ -152,7 +152,7 @@ class NDJSONFraming(_LineFraming):
         try:
             return jsondoc.loads(payload)
         except ValueError as e:
-            raise MessageDecodeError(f"ndjson: invalid JSON{_at(offset)}: {e}") from e
+            raise MessageDecodeError(f"ndjson: invalid JSON{at_offset(offset)}: {e}") from e
 
 
 class LinesFraming(_LineFraming):
@@ -166,7 +166,7 @@ class LinesFraming(_LineFraming):
         try:
             return payload.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise MessageDecodeError(f"lines: invalid UTF-8{_at(offset)}: {e}") from e
+            raise MessageDecodeError(f"lines: invalid UTF-8{at_offset(offset)}: {e}") from e
 
 
 class _CSVDecoder(_LineDecoder):
@@ -247,9 +247,9 @@ class CSVFraming(Framing):
         try:
             rows = list(csv.reader(io.StringIO(payload.decode("utf-8"), newline=""), strict=True))
         except (UnicodeDecodeError, csv.Error) as e:
-            raise MessageDecodeError(f"csv: invalid record{_at(offset)}: {e}") from e
+            raise MessageDecodeError(f"csv: invalid record{at_offset(offset)}: {e}") from e
         if len(rows) != 1:
-            raise MessageDecodeError(f"csv: expected one record{_at(offset)}, found {len(rows)}")
+            raise MessageDecodeError(f"csv: expected one record{at_offset(offset)}, found {len(rows)}")
         return rows[0]
 
     def encode(self, payload: bytes) -> bytes:

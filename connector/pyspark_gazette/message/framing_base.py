@@ -18,7 +18,8 @@ from pyspark_gazette.errors import FramingError
 Message = tuple[int, bytes]
 
 
-def _at(offset: int | None) -> str:
+def at_offset(offset: int | None) -> str:
+    """`` at offset N`` for an error message, or nothing when the offset is unknown."""
     return "" if offset is None else f" at offset {offset}"
 
 

@@ -351,10 +351,16 @@ class Sequencer:
 
     @staticmethod
     def _log(env: Envelope, st: _Producer, what: str) -> None:
-        log.error(
-            f"{what} (journal {env.journal}, offsets [{env.begin}, {env.end}), producer {env.producer.hex()}, "
-            f"clock {env.clock}, flags {env.flags:#x}; last ack {st.min_clock}, max {st.max_clock}, begin {st.begin})"
-        )
+        log_sequencing_error(env, st.min_clock, st.max_clock, st.begin, what)
 
 
-__all__ = ["CHECKPOINT_VERSION", "DEFAULT_RING_SIZE", "Envelope", "Outcome", "Sequencer"]
+def log_sequencing_error(env: Envelope, last_ack: int, max_clock: int, begin: int, what: str) -> None:
+    """Log ``what`` went wrong sequencing ``env``, with its producer's state (last ACK clock,
+    highest clock of the open span, the span's begin offset or -1)."""
+    log.error(
+        f"{what} (journal {env.journal}, offsets [{env.begin}, {env.end}), producer {env.producer.hex()}, "
+        f"clock {env.clock}, flags {env.flags:#x}; last ack {last_ack}, max {max_clock}, begin {begin})"
+    )
+
+
+__all__ = ["CHECKPOINT_VERSION", "DEFAULT_RING_SIZE", "Envelope", "Outcome", "Sequencer", "log_sequencing_error"]

@@ -240,7 +240,8 @@ class TransactionalPublisher:
 # UUIDs inside JSON documents.
 
 
-def _pointer_keys(pointer: str) -> list[str]:
+def pointer_keys(pointer: str) -> list[str]:
+    """The keys of a JSON pointer (RFC 6901), unescaped; ``""`` is the whole document."""
     if pointer == "":
         return []
     if not pointer.startswith("/"):
@@ -254,7 +255,7 @@ def get_uuid_at(doc: Any, pointer: str = DEFAULT_UUID_POINTER) -> uuid.UUID | No
     Raises :class:`UUIDError` if a value is there but is not a UUID string.
     """
     node = doc
-    for key in _pointer_keys(pointer):
+    for key in pointer_keys(pointer):
         if isinstance(node, dict):
             if key not in node:
                 return None
@@ -277,7 +278,7 @@ def set_uuid_at(doc: dict, u: uuid.UUID, pointer: str = DEFAULT_UUID_POINTER) ->
     A newly created parent object gets the UUID as its first key, which keeps
     :func:`extract_uuid_json` on its fast path.
     """
-    keys = _pointer_keys(pointer)
+    keys = pointer_keys(pointer)
     if not keys:
         raise ValueError("cannot set a UUID at the document root")
     node: Any = doc
@@ -302,7 +303,7 @@ _fast_patterns: dict[str, re.Pattern[bytes]] = {}
 def _fast_pattern(pointer: str) -> re.Pattern[bytes]:
     pat = _fast_patterns.get(pointer)
     if pat is None:
-        keys = [re.escape(json.dumps(k).encode()) for k in _pointer_keys(pointer)]
+        keys = [re.escape(json.dumps(k).encode()) for k in pointer_keys(pointer)]
         # Each nested key must be the first key of its object: "a"\s*:\s*{\s*"b"\s*:\s*"<uuid>".
         body = rb"\s*:\s*\{\s*".join(keys)
         pat = re.compile(body + rb"\s*:\s*" + _UUID_STR)
@@ -318,7 +319,7 @@ def extract_uuid_json(raw: bytes, pointer: str = DEFAULT_UUID_POINTER) -> uuid.U
     level of the document (strings stripped, braces balanced up to it). Anything else falls
     back to ``json.loads``. Raises :class:`UUIDError` for a malformed UUID or document.
     """
-    keys = _pointer_keys(pointer)
+    keys = pointer_keys(pointer)
     if keys:
         m = _fast_pattern(pointer).search(raw)
         if m is not None:

@@ -10,20 +10,17 @@ import os
 import threading
 import urllib.parse
 from collections.abc import Mapping
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 from pyspark_gazette.errors import StoreError
-from pyspark_gazette.fragments.names import FragmentRef
 from pyspark_gazette.fragments.stores.base import (
-    _READ_BLOCK,
+    READ_BLOCK,
     FragmentStore,
     StoreBackend,
-    _missing_package,
-    _StoreStream,
+    import_store_package,
     register_store,
     scheme_options,
 )
-from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.store_urls import StoreURL
 
 
@@ -32,20 +29,13 @@ class AzureStore(FragmentStore):
 
     @staticmethod
     def _new_filesystem(url: StoreURL, options: dict[str, Any]) -> Any:
-        try:
-            import adlfs
-        except ImportError as e:
-            raise _missing_package(url.scheme) from e
+        adlfs = import_store_package(url.scheme, "adlfs")
         return adlfs.AzureBlobFileSystem(**_azure_options(url, options))
 
-    def _open(self, location: str, ref: FragmentRef) -> BinaryIO:
-        if ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
-            return cast(BinaryIO, _StoreStream(_AzureStoredReader(self._fs, location), ref))
-        return super()._open(location, ref)
+    gzip_put_options = {"content_settings": {"content_encoding": "gzip"}}
 
-    def _put_options(self, ref: FragmentRef) -> dict[str, Any]:
-        offload = ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION
-        return {"content_settings": {"content_encoding": "gzip"}} if offload else {}
+    def _open_stored(self, location: str) -> Any:
+        return _AzureStoredReader(self._fs, location)
 
 
 class AzureADStore(AzureStore):
@@ -126,7 +116,7 @@ class _AzureStoredReader(io.RawIOBase):
         want = self._size - self._pos if size is None or size < 0 else min(size, self._size - self._pos)
         if want <= 0:
             return b""
-        want = min(want, _READ_BLOCK)
+        want = min(want, READ_BLOCK)
 
         async def fetch() -> bytes:
             async with self._fs.service_client.get_blob_client(self._container, self._blob) as blob:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import builtins
 import io
 import os
-import shutil
 import urllib.parse
 import uuid
 from collections.abc import Mapping
@@ -17,11 +16,11 @@ from pyspark_gazette.errors import redact_url
 from pyspark_gazette.fragments.names import FragmentRef
 from pyspark_gazette.fragments.paths import confined_path
 from pyspark_gazette.fragments.stores.base import (
-    _COPY_CHUNK,
     HEALTH_PROBE,
     PARTIAL_PREFIX,
     FragmentStore,
     StoreBackend,
+    copy_stream,
     register_store,
 )
 
@@ -73,7 +72,7 @@ class FileStore(FragmentStore):
         partial = os.path.join(directory, f"{PARTIAL_PREFIX}{uuid.uuid4().hex}")
         try:
             with open(partial, "wb") as out:
-                shutil.copyfileobj(source, out, _COPY_CHUNK)
+                copy_stream(source, out)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(partial, path)

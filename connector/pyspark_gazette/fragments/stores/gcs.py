@@ -12,19 +12,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 from pyspark_gazette.errors import StoreError, redact_url
-from pyspark_gazette.fragments.names import FragmentRef
 from pyspark_gazette.fragments.stores.base import (
     FragmentStore,
     StoreBackend,
-    _missing_package,
-    _StoreStream,
+    import_store_package,
     register_store,
     scheme_options,
 )
-from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.store_urls import StoreURL
 
 logger = logging.getLogger(__name__)
@@ -38,25 +35,15 @@ class GCSStore(FragmentStore):
 
     @staticmethod
     def _new_filesystem(url: StoreURL, options: dict[str, Any]) -> Any:
-        try:
-            import gcsfs.core
-        except ImportError as e:
-            raise _missing_package(url.scheme) from e
-        return gcsfs.core.GCSFileSystem(**_gcs_options(options))
+        gcsfs_core = import_store_package(url.scheme, "gcsfs.core")
+        return gcsfs_core.GCSFileSystem(**_gcs_options(options))
 
-    def _open(self, location: str, ref: FragmentRef) -> BinaryIO:
-        if ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
-            return cast(BinaryIO, _StoreStream(self._open_gcs_stored(location), ref))
-        return super()._open(location, ref)
-
-    def _put_options(self, ref: FragmentRef) -> dict[str, Any]:
-        offload = ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION
-        return {"fixed_key_metadata": {"content_encoding": "gzip"}} if offload else {}
+    gzip_put_options = {"fixed_key_metadata": {"content_encoding": "gzip"}}
 
     def _sign(self, key: str, expires: int) -> str:
         return self._sign_gcs(key, expires)
 
-    def _open_gcs_stored(self, location: str) -> Any:
+    def _open_stored(self, location: str) -> Any:
         """One streaming GET of a whole GCS object, asking for the stored bytes.
 
         Retries: HTTP 408, 429 and 5xx answers and connection failures are retried after 0.5,

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark_gazette.fragments.names import FragmentRef
-from pyspark_gazette.fragments.stores.base import FragmentStore, StoreBackend, _missing_package, register_store
-from pyspark_gazette.protocol import pb
+from pyspark_gazette.fragments.stores.base import FragmentStore, StoreBackend, import_store_package, register_store
 from pyspark_gazette.protocol.store_urls import StoreURL
 
 
@@ -16,14 +15,13 @@ class S3Store(FragmentStore):
 
     @staticmethod
     def _new_filesystem(url: StoreURL, options: dict[str, Any]) -> Any:
-        try:
-            import s3fs
-        except ImportError as e:
-            raise _missing_package(url.scheme) from e
+        s3fs = import_store_package(url.scheme, "s3fs")
         return s3fs.S3FileSystem(**_s3_options(url, options))
 
+    gzip_put_options = {"ContentEncoding": "gzip"}
+
     def _put_options(self, ref: FragmentRef) -> dict[str, Any]:
-        options: dict[str, Any] = {}
+        options = super()._put_options(ref)
         for query_key, s3_key in (
             ("storageclass", "StorageClass"),
             ("sse", "ServerSideEncryption"),
@@ -33,8 +31,6 @@ class S3Store(FragmentStore):
                 options[s3_key] = value
         if acl := self.parsed.get("acl"):
             options["acl"] = acl
-        if ref.codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
-            options["ContentEncoding"] = "gzip"
         return options
 
 

@@ -56,7 +56,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.flow.documents import TXN_MASK
 from pyspark_gazette.message import Envelope, Flags, Framing, Outcome, Sequencer
-from pyspark_gazette.message.sequencer import _Producer
+from pyspark_gazette.message.sequencer import log_sequencing_error
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.arrow_output import uuid_parts
 from pyspark_gazette.spark.read.flow import output_builder
@@ -346,8 +346,8 @@ def read_committed_batches(
 HOLD_BYTES = 64 << 20
 
 
-class _State:
-    """One producer's sequencing state (the sequencer's ``_Producer``): last ACK clock (``min``),
+class SpanState:
+    """One producer's sequencing state (the sequencer's per-producer state): last ACK clock (``min``),
     highest clock of the open span (``max``), its begin offset or -1, and the span's messages
     still held (piece number, row, clock), oldest first."""
 
@@ -358,11 +358,12 @@ class _State:
         self.held: list[tuple[int, int, int]] = []
 
 
-def _restored(producers: tuple[ProducerState, ...] | None) -> dict[int, _State]:
-    return {int(p, 16): _State(ack, ack, begin) for p, ack, begin in producers or ()}
+def restored_states(producers: tuple[ProducerState, ...] | None) -> dict[int, SpanState]:
+    """The producers of an offset entry as sequencing states to advance."""
+    return {int(p, 16): SpanState(ack, ack, begin) for p, ack, begin in producers or ()}
 
 
-def _pruned(states: dict[int, _State]) -> tuple[ProducerState, ...]:
+def pruned_states(states: dict[int, SpanState]) -> tuple[ProducerState, ...]:
     """The states as an offset's producers, pruned as :meth:`Sequencer.checkpoint` prunes."""
     newest = max((st.min for st in states.values()), default=0)
     newest = max(newest, 0)
@@ -372,7 +373,11 @@ def _pruned(states: dict[int, _State]) -> tuple[ProducerState, ...]:
     )
 
 
-def advance(states: dict[int, _State], producer, clock, flags, begins) -> None:
+#: The former names, which the unit tests of this module still import.
+_restored, _pruned = restored_states, pruned_states
+
+
+def advance(states: dict[int, SpanState], producer, clock, flags, begins) -> None:
     """Move ``states`` over messages (numpy columns, journal order) as Gazette's sequencer does.
 
     Only the state is tracked: whatever a commit emits, the producer's state after it is its
@@ -389,14 +394,14 @@ def advance(states: dict[int, _State], producer, clock, flags, begins) -> None:
     for p, i in zip(ids.tolist(), last.tolist(), strict=True):
         if i >= 0:
             c = int(clock[keep[i]])
-            states[p] = _State(c, c)
+            states[p] = SpanState(c, c)
     keep = keep[np.arange(len(keep)) > last[inverse]]
     for p, c, f, b in zip(
         producer[keep].tolist(), clock[keep].tolist(), flags[keep].tolist(), begins[keep].tolist(), strict=True
     ):
         st = states.get(p)
         if st is None:
-            st = states[p] = _State(c - 1, c - 1)
+            st = states[p] = SpanState(c - 1, c - 1)
         if f == Flags.CONTINUE_TXN:
             if c > st.max:  # else a duplicate, or at or below the last ACK
                 if st.begin == -1:
@@ -407,7 +412,7 @@ def advance(states: dict[int, _State], producer, clock, flags, begins) -> None:
             st.begin = -1
 
 
-def advance_messages(states: dict[int, _State], msgs: Messages, framing: Framing, opts: ReadOptions) -> None:
+def advance_messages(states: dict[int, SpanState], msgs: Messages, framing: Framing, opts: ReadOptions) -> None:
     """:func:`advance` over one piece of messages, their UUIDs read as columns."""
     producer, clock, flags = uuid_columns(msgs.values, framing, opts.uuid_pointer, opts.uuid_field)
     if opts.collection:
@@ -415,9 +420,9 @@ def advance_messages(states: dict[int, _State], msgs: Messages, framing: Framing
     advance(states, producer, clock, flags, msgs.offsets.to_numpy())
 
 
-def copy_states(states: dict[int, _State]) -> dict[int, _State]:
+def copy_states(states: dict[int, SpanState]) -> dict[int, SpanState]:
     """The producers' states as they are now (the driver's states hold no messages)."""
-    return {p: _State(st.min, st.max, st.begin) for p, st in states.items()}
+    return {p: SpanState(st.min, st.max, st.begin) for p, st in states.items()}
 
 
 def state_pieces(snap: Snapshot, begin: int, end: int, opts: ReadOptions) -> Iterator[Messages]:
@@ -431,10 +436,10 @@ def scan_state(snap: Snapshot, start, end: int, opts: ReadOptions) -> dict:
     ``[start, end)`` (``start`` an offset entry). Reads what the batch's task reads, UUIDs only,
     and tracks producer states in numpy columns (:func:`advance`)."""
     part = committed_partition(snap, start, end, opts, 0)
-    states = _restored(part.producers)
+    states = restored_states(part.producers)
     for msgs in partition_messages(part, opts):
         advance_messages(states, msgs, part.framing, opts)
-    return entry(end, _pruned(states))
+    return entry(end, pruned_states(states))
 
 
 class FastWindow:
@@ -448,7 +453,7 @@ class FastWindow:
 
     def __init__(self, part: CommittedStreamPartition, opts: ReadOptions):
         self.part, self.opts = part, opts
-        self.states = _restored(part.producers)
+        self.states = restored_states(part.producers)
         self.pieces: dict[int, Messages] = {}
         self._next = 0
         self.hold_bytes = HOLD_BYTES
@@ -540,7 +545,7 @@ class FastWindow:
             updates.append((p, st, r, c, f, b, at, open_before))
         for p, st, r, c, _f, b, at, _ in updates:
             if st is None:
-                st = states[p] = _State(int(c[0]) - 1, int(c[0]) - 1)
+                st = states[p] = SpanState(int(c[0]) - 1, int(c[0]) - 1)
             if at.size:
                 last = int(at[-1])
                 st.min = st.max = int(c[last])
@@ -570,7 +575,7 @@ class FastWindow:
                 continue
             st = states.get(p)
             if st is None:
-                st = states[p] = _State(c - 1, c - 1)
+                st = states[p] = SpanState(c - 1, c - 1)
             if f == Flags.CONTINUE_TXN:
                 if c > st.max:
                     if st.begin == -1:
@@ -614,7 +619,7 @@ class FastWindow:
                     st.held = []
         return out
 
-    def _commit(self, p: int, st: _State, ack: int, at: int, out: list[tuple[int, int]]) -> int:
+    def _commit(self, p: int, st: SpanState, ack: int, at: int, out: list[tuple[int, int]]) -> int:
         """Emit ``st``'s span committed by an ACK of clock ``ack`` at offset ``at``: the replay of
         what is no longer held, then the held messages, skipping duplicates and clocks past ``ack``."""
         lo = st.min
@@ -675,13 +680,13 @@ class FastWindow:
                 st.held = [h for h in st.held if h[0] != oldest]
             del self.pieces[oldest]
 
-    def _log(self, msgs: Messages, i: int, p: int, c: int, f: int, st: _State, what: str) -> None:
+    def _log(self, msgs: Messages, i: int, p: int, c: int, f: int, st: SpanState, what: str) -> None:
         raw = msgs.values[i].as_py()
         begin = msgs.offsets[i].as_py()
         env = Envelope(
             self.part.journal, begin, begin + self.part.framing.framed_size(len(raw)), p.to_bytes(6, "big"), c, f, raw
         )
-        Sequencer._log(env, _Producer(self.part.journal, env.producer, st.min, st.max, st.begin), what)
+        log_sequencing_error(env, st.min, st.max, st.begin, what)
 
     def finish(self) -> None:
         pass

@@ -116,7 +116,7 @@ def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazetteP
     cut at the target first. Read-committed partitions (one journal in
     order, one task) stay whole. Indices are renumbered from 0.
     """
-    from pyspark_gazette.spark.read.plan import _split_tail
+    from pyspark_gazette.spark.read.plan import split_tail
 
     target = pack_target([p.length + opts.open_cost_bytes for p in parts], opts)
     out: list[GazettePartition] = []
@@ -127,7 +127,7 @@ def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazetteP
         pieces = [
             p
             for seg in part.segments
-            for p in (_split_tail(seg, target, part.framing) if seg.fragment is None else [seg])
+            for p in (split_tail(seg, target, part.framing) if seg.fragment is None else [seg])
         ]
         n = -(-part.length // target)  # ceil
         share = part.length / n

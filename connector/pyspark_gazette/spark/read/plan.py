@@ -425,7 +425,7 @@ def partition(
     for seg in merge_broker_runs(segs):
         if seg.fragment is None:
             flush()
-            for piece in _split_tail(seg, limit, snap.framing):
+            for piece in split_tail(seg, limit, snap.framing):
                 groups.append([piece])
             continue
         if current and size + seg.length > limit:
@@ -457,7 +457,10 @@ def merge_broker_runs(segs: Sequence[Segment]) -> list[Segment]:
     return out
 
 
-def _split_tail(seg: Segment, limit: int, framing: Framing) -> list[Segment]:
+def split_tail(seg: Segment, limit: int, framing: Framing) -> list[Segment]:
+    """A broker-served ``seg`` of a line-based framing cut into byte ranges of at most ``limit``
+    bytes; a piece after the first is not at a message boundary, so its reader resynchronises at
+    the next line. Short segments, and other framings, stay whole."""
     if seg.length <= limit or not framing.line_based:
         return [seg]
     pieces = []

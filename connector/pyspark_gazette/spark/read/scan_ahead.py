@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterator
 from pyspark_gazette.message import Framing
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read.committed import (
-    _pruned,
-    _restored,
-    _State,
+    SpanState,
     advance_messages,
     copy_states,
     entry,
     offset_of,
+    pruned_states,
+    restored_states,
     state_of,
 )
 from pyspark_gazette.spark.read.segments import Messages
@@ -97,7 +97,7 @@ class ScanAhead:
         self.journal, self.origin, self.until = journal, origin, until
         self._pieces, self._framing, self._opts = pieces, framing, opts
         #: (X, states after every message beginning before X), X ascending.
-        self._points: list[tuple[int, dict[int, _State]]] = []
+        self._points: list[tuple[int, dict[int, SpanState]]] = []
         self._done = False
         self._failed: BaseException | None = None
         self._cancelled = False
@@ -110,7 +110,7 @@ class ScanAhead:
         try:
             if self._cancelled:
                 return
-            states = _restored(state_of(self.origin, self.journal))
+            states = restored_states(state_of(self.origin, self.journal))
             self._point(begin, states)
             step = max(1, (self.until - begin) // POINTS)
             for msgs in self._pieces(begin, self.until):
@@ -133,7 +133,7 @@ class ScanAhead:
                 self._done = True
                 self._cond.notify_all()
 
-    def _point(self, at: int, states: dict[int, _State]) -> None:
+    def _point(self, at: int, states: dict[int, SpanState]) -> None:
         with self._cond:
             if not self._points or at > self._points[-1][0]:
                 self._points.append((at, copy_states(states)))
@@ -169,4 +169,4 @@ class ScanAhead:
         if at < end:
             for msgs in pieces(at, end):
                 advance_messages(states, msgs, self._framing, self._opts)
-        return entry(end, _pruned(states))
+        return entry(end, pruned_states(states))

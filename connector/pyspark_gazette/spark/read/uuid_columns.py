@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_gazette.message import Framing
-from pyspark_gazette.message.uuids import _pointer_keys
+from pyspark_gazette.message import NDJSON, Framing
+from pyspark_gazette.message.uuids import pointer_keys
 from pyspark_gazette.spark.read.arrow_output import uuid_parts
 
 #: Hex digit values by byte (255: not a hex digit).
@@ -38,7 +38,7 @@ def _head(pointer: str) -> bytes | None:
     """The bytes a document starts with when its UUID comes first: ``{"a":{"b":"``."""
     if pointer not in _heads:
         try:
-            keys = _pointer_keys(pointer)
+            keys = pointer_keys(pointer)
         except ValueError:
             keys = []
         _heads[pointer] = (
@@ -57,7 +57,7 @@ def uuid_columns(
     clock = np.zeros(n, np.uint64)
     flags = np.zeros(n, np.int64)
     slow = np.ones(n, bool)
-    head = _head(pointer) if framing.name == "ndjson" else None
+    head = _head(pointer) if framing.name == NDJSON.name else None
     if head is not None and n and values.null_count == 0 and pa.types.is_binary(values.type):
         width = len(head) + 37  # head, 36 characters, closing quote
         lengths = pc.binary_length(values).to_numpy()
