@@ -36,6 +36,7 @@ def test_idle_tail_is_persisted_at_its_flush_boundary(backend):
         # Another process writes the store: poll it (there is no event to await across processes).
         while not (stored / expected).exists() and time.monotonic() < deadline:
             time.sleep(0.5)
+        assert (stored / expected).exists(), f"{spec.name} [0, {len(data)}) was not persisted while idle"
         assert sorted(p.name for p in stored.iterdir()) == [expected]
         assert (stored / expected).read_bytes() == data
         with c.reader(spec.name, 0, end_offset=len(data)) as r:
