@@ -61,3 +61,23 @@ def test_stores_added_later_persist_waiting_fragments(gz):
     frags = gz.fragments(spec.name).fragments
     assert frags[0].spec.mod_time > 0 and frags[0].spec.backing_store == gz.store
     assert gz.content(spec.name) == b"x" * 1100 + b"y"
+
+
+def test_idle_spool_rolls_and_persists_at_its_flush_boundary_without_a_relisting(gz):
+    # Like Gazette's periodic zero-byte append, an idle spool whose flush interval ended is rolled
+    # and persisted by a timer of its own, not at the store's next listing (an hour away here).
+    j = gz.create(length=1 << 30, codec=pb.NONE, flush=60, refresh=3600).name
+    journal = gz.broker.core.journal(j)
+    assert journal.listed.wait(30)  # the journal's one listing for the next hour is done
+    gz.append(j, b"idle tail")
+
+    def persisted() -> bool:
+        return not journal.local_refs() and journal.index.remote_end() == len(b"idle tail")
+
+    with journal.cond:
+        assert journal.cond.wait_for(persisted, timeout=150)
+    frags = gz.fragments(j).fragments
+    assert [(f.spec.begin, f.spec.end, f.spec.backing_store) for f in frags] == [(0, 9, gz.store)]
+    assert frags[0].spec.mod_time > 0
+    assert gz.append(j, b"more").commit.begin == 9
+    assert gz.content(j) == b"idle tailmore"

@@ -83,6 +83,7 @@ class BrokerCore:
             os.path.join(self.journals_dir, state_dir_name(entry.spec.name)),
             self.syncer,
             self._on_rolled,
+            self.refresher.schedule_roll,
         )
         self.journals[journal.name] = journal
         self.refresher.watch(journal)

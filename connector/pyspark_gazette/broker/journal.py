@@ -54,12 +54,14 @@ class Journal:
         state_dir: str,
         syncer: Syncer,
         on_rolled: Callable[[Journal, Spool], None],
+        on_first_append: Callable[[Journal], None] | None = None,
     ):
         self.name = entry.spec.name
         self.entry = entry
         self.state_dir = state_dir
         self._syncer = syncer
         self._on_rolled = on_rolled
+        self._on_first_append = on_first_append  # a spool's flush interval starts: time its roll
         self.cond = threading.Condition()
         self.append_lock = threading.Lock()
         self.index = FragmentIndex()
@@ -229,8 +231,11 @@ class Journal:
     def commit(self, spool: Spool, registers: pb.LabelSet, now: float) -> CommitRecord:
         """Sequence a non-empty append's commit and submit it to the syncer (not yet durable)."""
         self.seq_registers = registers
+        first = not spool.first_append_time
         record = spool.make_record(registers.SerializeToString(deterministic=True), now)
         self._syncer.submit(spool, record)
+        if first and spool.first_append_time and self._on_first_append is not None:
+            self._on_first_append(self)
         return record
 
     def barrier(self) -> None:

@@ -3,8 +3,13 @@
 :class:`Refresher` re-lists every journal's stores each ``refresh_interval`` (and at once when
 a journal is created or its spec changes), so fragments written by other processes are served
 and fragments removed from a store stop being offered. A failed listing is logged and keeps the
-previous index. It also rolls spools whose ``flush_interval`` boundary passed while the journal
-was idle (Gazette's brokers do this with a periodic zero-byte append).
+previous index.
+
+It also keeps one timer per journal for its open spool's ``flush_interval`` boundary: when the
+boundary passes with no append since, the spool is rolled and handed to the persister (Gazette's
+brokers do this with a periodic zero-byte append). That timer is set when a spool receives its
+first append, so an idle tail is persisted at its boundary, not at the store's next listing.
+A journal without a ``flush_interval`` keeps an idle partial spool open, as Gazette does.
 """
 
 from __future__ import annotations
@@ -21,14 +26,19 @@ from pyspark_gazette.protocol.durations import duration_seconds
 
 log = logging.getLogger(__name__)
 
+#: How soon an idle roll is tried again when an append held the journal at its boundary.
+ROLL_RETRY = 0.5
+
 
 class Refresher(Worker):
-    """Lists each journal's stores every refresh_interval (and at once when asked)."""
+    """Lists each journal's stores every refresh_interval (and at once when asked), and rolls
+    spools idle past their flush interval boundary."""
 
     def __init__(self, stores: Stores):
         super().__init__("gazette-refresher")
         self._stores = stores
-        self._due: dict[str, float] = {}  # journal name -> monotonic due time
+        self._due: dict[str, float] = {}  # journal name -> monotonic time of its next listing
+        self._roll_due: dict[str, float] = {}  # journal name -> unix time of its spool's boundary
         self._journals: dict[str, Journal] = {}
         self._thread.start()
 
@@ -38,39 +48,74 @@ class Refresher(Worker):
             self._journals[journal.name] = journal
             self._due[journal.name] = 0.0
             self._cond.notify_all()
+        self.schedule_roll(journal)
+
+    def schedule_roll(self, journal: Journal) -> None:
+        """Time the roll of ``journal``'s open spool at its flush interval boundary, if it has one."""
+        deadline = journal.flush_interval_deadline()
+        with self._cond:
+            if self._journals.get(journal.name) is not journal:
+                return
+            if deadline is None:
+                self._roll_due.pop(journal.name, None)
+            else:
+                self._roll_due[journal.name] = deadline
+            self._cond.notify_all()
 
     def forget(self, name: str) -> None:
         with self._cond:
             self._journals.pop(name, None)
             self._due.pop(name, None)
+            self._roll_due.pop(name, None)
+
+    def _next_wait(self) -> tuple[list[str], list[str], float | None]:
+        """(journals due a listing, journals due a roll, seconds until the next due) (holds _cond)."""
+        mono, wall = time.monotonic(), time.time()
+        lists = [n for n, t in self._due.items() if t <= mono]
+        rolls = [n for n, t in self._roll_due.items() if t <= wall]
+        waits = [t - mono for t in self._due.values()] + [t - wall for t in self._roll_due.values()]
+        return lists, rolls, min(waits, default=None)
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._stopping:
-                    now = time.monotonic()
-                    due = [n for n, t in self._due.items() if t <= now]
-                    if due:
+                    lists, rolls, wait = self._next_wait()
+                    if lists or rolls:
                         break
-                    nxt = min(self._due.values(), default=None)
-                    self._cond.wait(None if nxt is None else nxt - now)
+                    self._cond.wait(wait)
                 if self._stopping:
                     return
-                work = [self._journals[n] for n in due]
-                for n in due:
+                to_list = [self._journals[n] for n in lists]
+                to_roll = [self._journals[n] for n in rolls]
+                for n in lists:
                     self._due[n] = float("inf")
-            for journal in work:
+                for n in rolls:
+                    del self._roll_due[n]
+            for journal in to_roll:
+                self._roll(journal)
+            for journal in to_list:
                 self.refresh(journal)
                 interval = max(1.0, duration_seconds(journal.spec.fragment.refresh_interval))
-                deadline = journal.flush_interval_deadline()
-                if deadline is not None:
-                    interval = max(0.5, min(interval, deadline - time.time() + 0.05))
                 with self._cond:
                     if journal.name in self._due and self._journals.get(journal.name) is journal:
                         self._due[journal.name] = min(self._due[journal.name], time.monotonic() + interval)
 
+    def _roll(self, journal: Journal) -> None:
+        """Roll ``journal``'s spool if idle past its boundary; time the next try or boundary."""
+        journal.roll_idle(time.time())
+        deadline = journal.flush_interval_deadline()
+        if deadline is not None and deadline <= time.time():
+            deadline = time.time() + ROLL_RETRY  # an append held the journal: try again shortly
+        with self._cond:
+            if self._journals.get(journal.name) is not journal or journal.name in self._roll_due:
+                return  # forgotten, or a newer spool already set its own timer
+            if deadline is not None:
+                self._roll_due[journal.name] = deadline
+                self._cond.notify_all()
+
     def refresh(self, journal: Journal) -> None:
-        """List the union of the journal's stores into its index now; roll an idle spool."""
+        """List the union of the journal's stores into its index now."""
         started = time.monotonic()
         listed: list[FragmentRef] = []
         failed = False
@@ -87,5 +132,3 @@ class Refresher(Worker):
             # A failed listing keeps the previous index, except the very first one, which must
             # not hold appends back forever.
             journal.install_listing(listed, started)
-        if journal.flush_interval_deadline() is not None:
-            journal.roll_idle(time.time())
