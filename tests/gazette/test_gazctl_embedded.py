@@ -113,6 +113,9 @@ def test_apply_conf_journals_then_list_in_every_format(brokers):
         out = both(brokers, "journals", "apply", "--specs", str(path))
         assert out["gazette"] == out["embedded"]
     selector = "app.gazette.dev/managed-by"
+    for b in brokers.values():  # Gazette assigns primaries after Apply, on its own schedule
+        with b.client() as c:
+            b.wait_primaries([j.name for j in c.list_journals(selector)])
 
     # The table, with every optional column.
     columns = ("--rf", "--primary", "--replicas", "--stores", "-L", "content-type")
