@@ -97,7 +97,7 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     from bench_read import make_lines
-    from benchlib import ndjson_spec
+    from benchlib import append_lines, ndjson_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
 
@@ -111,11 +111,7 @@ def main() -> int:
             client = JournalClient(ClientConfig(broker.address, file_root=str(store)))
             client.apply([Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20))])
             data = make_lines(args.mib << 20)
-            view, pos = memoryview(data), 0
-            while pos < len(data):  # 1 MiB appends on line boundaries
-                cut = data.find(b"\n", min(pos + (1 << 20), len(data) - 1)) + 1 or len(data)
-                client.append("bench/events", view[pos:cut])
-                pos = cut
+            append_lines(client, "bench/events", data)  # 1 MiB appends on line boundaries
             client.append("bench/events", b'{"event_id":-1}\n')  # rolls the last data fragment
             assert broker.wait_persisted(300)
             persisted = [f for f in client.list_fragments("bench/events") if f.spec.mod_time]

@@ -57,7 +57,7 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     from bench_read import make_lines
-    from benchlib import best_of, local_spark, ndjson_spec
+    from benchlib import append_lines, best_of, local_spark, ndjson_spec
     from realgazette import BIN, GazetteCluster, require
 
     require()
@@ -71,11 +71,7 @@ def main() -> int:
         data = make_lines(args.mib << 20)
         with cluster.client() as client:
             t = time.perf_counter()
-            view, pos = memoryview(data), 0
-            while pos < len(data):  # 1 MiB appends on line boundaries
-                cut = data.find(b"\n", min(pos + (1 << 20), len(data) - 1)) + 1 or len(data)
-                client.append(name, view[pos:cut])
-                pos = cut
+            append_lines(client, name, data)  # 1 MiB appends on line boundaries
             load_s = time.perf_counter() - t
             # Wait (bounded) until every rolled fragment is persisted, so both read from the store.
             deadline = time.monotonic() + 300

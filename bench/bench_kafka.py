@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyspark
     from pyspark.sql import functions as F
 
-    from benchlib import best_of, local_spark, ndjson_spec
+    from benchlib import append_lines, best_of, local_spark, ndjson_spec
     from kafkalib import KafkaBroker
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
@@ -132,11 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             with open(flat, "wb") as f:
                 f.write(data)
             t = time.perf_counter()
-            view, pos = memoryview(data), 0
-            while pos < len(data):  # 1 MiB appends on line boundaries
-                cut = data.find(b"\n", min(pos + (1 << 20), len(data) - 1)) + 1 or len(data)
-                client.append("bench/events", view[pos:cut])
-                pos = cut
+            append_lines(client, "bench/events", data)  # 1 MiB appends on line boundaries
             assert broker.wait_persisted(600)
             t_gz = time.perf_counter() - t
             t = time.perf_counter()

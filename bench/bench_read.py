@@ -233,7 +233,7 @@ def main() -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (HERE, os.environ.get("PYTHONPATH")) if x)
     from pyspark.sql import functions as F
 
-    from benchlib import best_of, jfr_recording, local_spark, ndjson_spec
+    from benchlib import append_lines, best_of, jfr_recording, local_spark, ndjson_spec
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
     from pyspark_gazette.protocol import pb
@@ -253,11 +253,7 @@ def main() -> int:
                 ]
             )
             t = time.perf_counter()
-            view, pos = memoryview(data), 0
-            while pos < len(data):  # 1 MiB appends on line boundaries
-                cut = data.find(b"\n", min(pos + (1 << 20), len(data) - 1)) + 1 or len(data)
-                client.append("bench/events", view[pos:cut])
-                pos = cut
+            append_lines(client, "bench/events", data)  # 1 MiB appends on line boundaries
             client.append("bench/events", b'{"event_id":-1}\n')  # rolls the last data fragment
             assert broker.wait_persisted(300)
             load_s = time.perf_counter() - t

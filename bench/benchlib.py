@@ -118,3 +118,13 @@ def best_of(
             fn()
             all_times[name].append(time.perf_counter() - t)
     return {k: min(v) for k, v in all_times.items()}, all_times
+
+
+def append_lines(client, journal: str, data: bytes, chunk: int = 1 << 20) -> None:
+    """Append ``data`` (whole lines) to ``journal`` in appends of about ``chunk`` bytes, each
+    ending on a line boundary."""
+    view, pos = memoryview(data), 0
+    while pos < len(data):
+        cut = data.find(b"\n", min(pos + chunk, len(data) - 1)) + 1 or len(data)
+        client.append(journal, view[pos:cut])
+        pos = cut
