@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import shutil
 import sys
@@ -93,16 +92,6 @@ def build_journal(client, broker, store: str, export: str, name: str, hours: int
     return ranges
 
 
-def _same(a: object, b: object) -> bool:
-    """Answers equal, a double sum to 1e-12 relative: Spark adds the partial sums of a query's
-    partitions in the order its tasks end, so the last bits of ``sum(amount)`` vary by run."""
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-12)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hours", default="24,96,240", help="journal lengths in hours (default %(default)s)")
@@ -115,7 +104,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import functions as F
 
-    from benchlib import best_of, local_spark
+    from benchlib import best_of, local_spark, same_answers
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import ClientConfig, JournalClient
     from pyspark_gazette.spark.options import ReadOptions
@@ -239,7 +228,7 @@ def main() -> int:
             for key in cases:
                 hours, _, rest = key.partition("h ")
                 base_key = f"{hours}h json, {'1/24' if '1/24' in rest else '1h'}"
-                assert _same(answers[key], answers[base_key]), (key, answers[key], answers[base_key])
+                assert same_answers(answers[key], answers[base_key]), (key, answers[key], answers[base_key])
             best, all_times = best_of(cases, args.rounds, alternate=True)
             spark.stop()
             client.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pathlib
 import subprocess
@@ -93,6 +94,17 @@ def wait_idle(pids: list[int], *, quiet: float = 0.01, every: float = 0.25, limi
             break
         before = now
     return time.monotonic() - start
+
+
+def same_answers(a: object, b: object) -> bool:
+    """Two queries' answers equal, doubles to 1e-12 relative: Spark adds the partial sums of a
+    query's partitions in the order its tasks end, so the last bits of a ``sum`` vary by run.
+    Rows, lists and tuples compare element by element."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_answers(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 def best_of(
