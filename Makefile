@@ -131,12 +131,11 @@ EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN)
 # network, and pyspark would reuse that JVM for the local sessions of the other tiers.
 #
 # Everything but the cluster tier runs in TEST_WORKERS processes (pytest-xdist), a test file per
-# process at a time: the tests wait on brokers, JVMs and subprocesses much of the time, so two
-# processes keep two cores busier than one (docs/benchmarks.md, "The test suite's own time"; three
-# were slower: 35% of the tests done after 23 minutes, against all of them in 25 minutes with two).
-# TEST_WORKERS=0 runs them in this process, one at a time. Tests that load the machine on purpose
-# (CPU burners: EXCLUSIVE) run alone afterwards, so they slow no other test.
-TEST_WORKERS ?= 2
+# process at a time: by default one per core, at most 4 (each may start a JVM and brokers; CI
+# chooses its own count in .ci/run). TEST_WORKERS=0 runs them in this process, one at a time.
+# Tests that load the machine on purpose (CPU burners: EXCLUSIVE) run alone afterwards, so they
+# slow no other test.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); if [ "$$n" -gt 4 ]; then n=4; fi; echo $$n)
 # --no-loadscope-reorder: files start in the order tests/conftest.py sorts them (longest first);
 # by default xdist starts the files with the most tests first, which left the two-test chaos
 # file (~9 min) to the end of the run, one process working and the other idle.
@@ -146,9 +145,9 @@ EXCLUSIVE := tests/integration/test_heads_under_load.py
 #
 # The cluster tier runs last. Its tests mostly wait on their cluster (workers started, killed and
 # restarted), so other suites can run beside it: `make test ALONGSIDE="test-oldest-pyspark
-# test-notebook-delta test-gazette-flow fuzz-native native-strict"` (what CI does) runs those targets at the same time, each in one process
-# (ALONGSIDE_WORKERS; more would load 2 cores past Spark's fixed 10 s for a Python worker to
-# connect back), each target's output shown as a block when it ends; any failure fails `make test`.
+# test-notebook-delta test-gazette-flow"` runs those targets at the same time, each with
+# ALONGSIDE_WORKERS pytest-xdist processes (0: in its own process), each target's output shown
+# as a block when it ends; any failure fails `make test`.
 ALONGSIDE ?=
 ALONGSIDE_WORKERS ?= 0
 
