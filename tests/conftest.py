@@ -66,12 +66,24 @@ LONGEST_FIRST = [
 ]
 
 
+def _runs_on_real_gazette(item, rel: pathlib.PurePath) -> bool:
+    """The rule for the ``real_gazette`` marker: the tests of tests/gazette/, and the cases whose
+    id has a ``gazette`` part (``[gazette]``, ``[gazette-ndjson]``: the real-Gazette case of a
+    both-brokers test or of the ``backend`` fixture)."""
+    if rel.parts[0] == "gazette" and len(rel.parts) > 1:
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "gazette" in callspec.id.split("-")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         rel = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
         marker = _TIER_BY_DIR.get(rel.parts[0]) if len(rel.parts) > 1 else None
         if marker:
             item.add_marker(getattr(pytest.mark, marker))
+        if _runs_on_real_gazette(item, rel):
+            item.add_marker(pytest.mark.real_gazette)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
 
     def order(item) -> int:
