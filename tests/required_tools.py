@@ -20,7 +20,8 @@ def required() -> bool:
 
 def missing_tool(reason: str) -> NoReturn:
     """Skip the calling test for a missing tool, ``reason`` saying which and how to get it; or,
-    with ``GAZETTE_REQUIRE_TOOLS=1``, fail it."""
+    with ``GAZETTE_REQUIRE_TOOLS=1``, fail it. The report names the caller's line."""
+    __tracebackhide__ = True
     if required():
         pytest.fail(f"required tool missing in CI: {reason}", pytrace=False)
     pytest.skip(reason)
@@ -28,4 +29,5 @@ def missing_tool(reason: str) -> NoReturn:
 
 def require_tool(name: str, why: str) -> NoReturn:
     """``missing_tool`` for the tool ``name`` (``"<name> is not installed: <why>"``)."""
+    __tracebackhide__ = True
     missing_tool(f"{name} is not installed: {why}" if why else f"{name} is not installed")
