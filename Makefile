@@ -88,10 +88,10 @@ FLOW_SUBSET := tests/integration/test_client.py tests/integration/test_client_he
 	tests/spark/test_read.py tests/spark/test_stream_committed.py \
 	tests/oracle/test_read_committed_oracle.py tests/oracle/test_flow_collection_oracle.py
 
-# `-k`: the [gazette] cases and tests/gazette/ (whose path matches "gazette"); "[embedded" drops
-# the embedded cases of tests whose names say "gazettes" (they ran in `make test`).
+# `-m real_gazette` (tests/conftest.py): the [gazette] cases and tests/gazette/ (the [embedded]
+# ones ran in `make test`), without the oracle's protobuf-fixed cases.
 test-gazette-flow: $(STAMP) $(GAZETTE_STAMP) $(FLOW_STAMP)  ## the both-brokers subset against the Gazette commit Estuary Flow pins
-	GAZETTE_PEER=flow PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(FLOW_SUBSET) -k "gazette and not protobuf and not [embedded"
+	GAZETTE_PEER=flow PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(FLOW_SUBSET) -m "real_gazette and not protobuf_fixed"
 
 dev-cluster: $(STAMP) $(GAZETTE_STAMP)  ## run a real Gazette cluster (etcd + 3 brokers) on loopback until Ctrl-C
 	$(PY) tests/realgazette.py
@@ -131,30 +131,28 @@ EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN)
 # network, and pyspark would reuse that JVM for the local sessions of the other tiers.
 #
 # Everything but the cluster tier runs in TEST_WORKERS processes (pytest-xdist), a test file per
-# process at a time: the tests wait on brokers, JVMs and subprocesses much of the time, so two
-# processes keep two cores busier than one (docs/benchmarks.md, "The test suite's own time"; three
-# were slower: 35% of the tests done after 23 minutes, against all of them in 25 minutes with two).
-# TEST_WORKERS=0 runs them in this process, one at a time. Tests that load the machine on purpose
-# (CPU burners: EXCLUSIVE) run alone afterwards, so they slow no other test.
-TEST_WORKERS ?= 2
+# process at a time: by default one per core, at most 4 (each may start a JVM and brokers; CI
+# chooses its own count in .ci/run). TEST_WORKERS=0 runs them in this process, one at a time.
+# Tests that load the machine on purpose (CPU burners, marked `exclusive`) run alone afterwards, so they
+# slow no other test.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); if [ "$$n" -gt 4 ]; then n=4; fi; echo $$n)
 # --no-loadscope-reorder: files start in the order tests/conftest.py sorts them (longest first);
 # by default xdist starts the files with the most tests first, which left the two-test chaos
 # file (~9 min) to the end of the run, one process working and the other idle.
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
-EXCLUSIVE := tests/integration/test_heads_under_load.py
 
 #
 # The cluster tier runs last. Its tests mostly wait on their cluster (workers started, killed and
 # restarted), so other suites can run beside it: `make test ALONGSIDE="test-oldest-pyspark
-# test-notebook-delta test-gazette-flow fuzz-native native-strict"` (what CI does) runs those targets at the same time, each in one process
-# (ALONGSIDE_WORKERS; more would load 2 cores past Spark's fixed 10 s for a Python worker to
-# connect back), each target's output shown as a block when it ends; any failure fails `make test`.
+# test-notebook-delta test-gazette-flow"` runs those targets at the same time, each with
+# ALONGSIDE_WORKERS pytest-xdist processes (0: in its own process), each target's output shown
+# as a block when it ends; any failure fails `make test`.
 ALONGSIDE ?=
 ALONGSIDE_WORKERS ?= 0
 
 test: $(STAMP) $(GAZETTE_IF_GO) $(EMULATORS_IF_TOOLS)  ## run every test tier (unit, integration, spark, real Gazette, cluster)
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(XDIST) --ignore=tests/cluster $(addprefix --ignore=,$(EXCLUSIVE))
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(EXCLUSIVE)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(XDIST) --ignore=tests/cluster -m "not exclusive"
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest --ignore=tests/cluster -m exclusive
 	$(MAKE) --no-print-directory -j$(words test-cluster $(ALONGSIDE)) --output-sync=target test-cluster $(ALONGSIDE) \
 		$(if $(ALONGSIDE),TEST_WORKERS=$(ALONGSIDE_WORKERS))
 
@@ -192,7 +190,7 @@ $(OLD_STAMP): pyproject.toml
 oldest-pyspark-venv: $(OLD_STAMP)  ## only the venv of test-oldest-pyspark (CI builds it while Go compiles)
 
 test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the oldest supported pyspark
-	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(SMOKE) -k "not gazette" -m "not slow"
+	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(SMOKE) -m "not real_gazette and not slow"
 
 test-notebook-delta: $(OLD_STAMP)  ## notebook 05 merging into a Delta table (oldest pyspark + delta-spark)
 	NOTEBOOK_TABLE_FORMAT=delta PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/notebooks/test_notebooks.py -k "top_to_bottom and 05"

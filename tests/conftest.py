@@ -66,12 +66,24 @@ LONGEST_FIRST = [
 ]
 
 
+def _runs_on_real_gazette(item, rel: pathlib.PurePath) -> bool:
+    """The rule for the ``real_gazette`` marker: the tests of tests/gazette/, and the cases whose
+    id has a ``gazette`` part (``[gazette]``, ``[gazette-ndjson]``: the real-Gazette case of a
+    both-brokers test or of the ``backend`` fixture)."""
+    if rel.parts[0] == "gazette" and len(rel.parts) > 1:
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "gazette" in callspec.id.split("-")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         rel = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
         marker = _TIER_BY_DIR.get(rel.parts[0]) if len(rel.parts) > 1 else None
         if marker:
             item.add_marker(getattr(pytest.mark, marker))
+        if _runs_on_real_gazette(item, rel):
+            item.add_marker(pytest.mark.real_gazette)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
 
     def order(item) -> int:
@@ -144,19 +156,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for line in merged.lines():
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"fuzz report written to {fuzzing.REPORT_PATH}")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """In CI (GAZETTE_REQUIRE_TOOLS=1) a test skipped for a missing command-line tool fails:
-    the standard-tool checks of fragment files must really run there."""
-    outcome = yield
-    report = outcome.get_result()
-    if report.skipped and os.environ.get("GAZETTE_REQUIRE_TOOLS") == "1":
-        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if "is not installed" in reason or "cannot be created" in reason:  # tools, network namespaces
-            report.outcome = "failed"
-            report.longrepr = f"required tool missing in CI: {reason}"
 
 
 # ---------------------------------------------------------------------- real Gazette

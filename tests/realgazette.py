@@ -57,12 +57,12 @@ def missing() -> list[str]:
 
 
 def require() -> None:
-    """Skip the calling test when real Gazette is not installed (CI turns the skip into a failure)."""
-    import pytest
+    """Skip the calling test when real Gazette is not installed (with GAZETTE_REQUIRE_TOOLS=1, as in CI, fails it: tests/required_tools.py)."""
+    from required_tools import missing_tool
 
     gone = missing()
     if gone:
-        pytest.skip(f"real Gazette is not installed ({', '.join(gone)} missing from {BIN}): {HOW_TO_GET}")
+        missing_tool(f"real Gazette is not installed ({', '.join(gone)} missing from {BIN}): {HOW_TO_GET}")
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -21,9 +21,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pytest
-
 from realgazette import free_port
+from required_tools import missing_tool
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FAKE_GCS = ROOT / ".bin" / "fake-gcs-server"
@@ -36,12 +35,12 @@ AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 
 def require_fake_gcs() -> None:
     if not FAKE_GCS.exists():
-        pytest.skip("fake-gcs-server is not installed: run make emulators (needs Go)")
+        missing_tool("fake-gcs-server is not installed: run make emulators (needs Go)")
 
 
 def require_azurite() -> None:
     if not AZURITE.exists() or shutil.which("node") is None:
-        pytest.skip("azurite is not installed: run make emulators (needs node and npm)")
+        missing_tool("azurite is not installed: run make emulators (needs node and npm)")
 
 
 @dataclass

@@ -31,6 +31,7 @@ import uuid
 import pytest
 
 from pyspark_gazette.protocol.auth import ALL, mint_token
+from required_tools import missing_tool
 
 from . import netns, standalone
 from .helpers import HOSTS, KEY, S3_KEYS
@@ -55,12 +56,12 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
 def network():
     reason = netns.unavailable_reason()
     if reason:
-        pytest.skip(reason)
+        missing_tool(reason)
     net = netns.TestNetwork(HOSTS)
     try:
         net.start()
     except netns.NetworkUnavailable as e:
-        pytest.skip(f"network namespaces cannot be created: {e}")
+        missing_tool(f"network namespaces cannot be created: {e}")
     try:
         yield net
     finally:

@@ -40,6 +40,7 @@ from pyspark_gazette.native import NATIVE_ENV
 from pyspark_gazette.spark.read import typed
 from pyspark_gazette.spark.read.typed import TypedDecoder
 from pyspark_gazette.spark.write.encode import json_lines
+from required_tools import missing_tool
 
 NATIVE_EXAMPLES = int(os.environ.get("GAZETTE_FUZZ_NATIVE_EXAMPLES", "400"))
 FUZZ_NATIVE = settings(
@@ -162,7 +163,9 @@ def outcome(dec: TypedDecoder, values: pa.Array):
 @pytest.fixture
 def scanner(monkeypatch):
     if typed._jsonscan is None:
-        pytest.skip("the C extension pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
+        missing_tool(
+            "the C extension pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)"
+        )
     monkeypatch.delenv(NATIVE_ENV, raising=False)
 
 

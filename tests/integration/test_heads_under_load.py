@@ -7,7 +7,7 @@ default) for the server to take it up, and the Python server takes calls up from
 needs the GIL; the embedded broker now allows an hour, and the sweep retries a CANCELLED read
 like an UNAVAILABLE one. Here the broker runs in the test's process, as in the driver of that
 stream, while CPU burners (subprocesses, stopped by PID) keep both cores busy. `make test` runs
-this module alone, after the parallel run (the Makefile's EXCLUSIVE), so it slows no other test.
+this module alone, after the parallel run (it is marked `exclusive`), so it slows no other test.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ from journalspecs import make_spec
 from pyspark_gazette.broker import EmbeddedBroker
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
 from pyspark_gazette.client.heads import sweep_heads
+
+#: CPU burners: `make test` runs this file alone, after the others, so it slows no other test.
+pytestmark = pytest.mark.exclusive
+
 
 JOURNALS = 2_000
 

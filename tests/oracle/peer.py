@@ -11,7 +11,7 @@ import pathlib
 import shutil
 import subprocess
 
-import pytest
+from required_tools import missing_tool
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PEER = ROOT / ".bin" / "gazette-peer"
@@ -22,7 +22,7 @@ CONTENT_TYPES = {"ndjson": "application/x-ndjson", "protobuf-fixed": "applicatio
 def require_peer() -> pathlib.Path:
     if not PEER.exists():
         how = "run `make gazette`" if shutil.which("go") else "install Go (https://go.dev/dl/), then `make gazette`"
-        pytest.skip(f"gazette-peer is not installed: {how}")
+        missing_tool(f"gazette-peer is not installed: {how}")
     return PEER
 
 

@@ -22,6 +22,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from required_tools import missing_tool
+
 SCHEMA = StructType(
     [
         StructField("a", LongType()),
@@ -205,7 +207,7 @@ def test_decoder_batches_equal_spark_json(spark, tmp_path, schema, extra):
     from pyspark_gazette.spark.read import typed
 
     if schema is not SCHEMA and typed._jsonscan is None:
-        pytest.skip("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
+        missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     assert (typed.TypedDecoder(schema)._scan_plan is not None) == (schema is not SCHEMA)
     lines = (LINES + extra) * 3
     path = tmp_path / "in.json"

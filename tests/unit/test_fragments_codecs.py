@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pyspark_gazette.errors import FragmentDecodeError, FragmentError
 from pyspark_gazette.fragments import GZIP_MEMBER_SIZE, Compressor, compress_bytes, decompress_bytes, open_decompressor
 from pyspark_gazette.protocol import pb
+from required_tools import missing_tool
 
 CODECS = [pb.NONE, pb.GZIP, pb.ZSTANDARD, pb.SNAPPY, pb.GZIP_OFFLOAD_DECOMPRESSION]
 COMPRESSED = [pb.GZIP, pb.ZSTANDARD, pb.SNAPPY, pb.GZIP_OFFLOAD_DECOMPRESSION]
@@ -42,7 +43,7 @@ DATA = ndjson(60_000)  # ~4 MiB: several gzip members, many snappy chunks
 
 def tool(*argv: str, data: bytes) -> bytes:
     if shutil.which(argv[0]) is None:
-        pytest.skip(f"{argv[0]} CLI is not installed")
+        missing_tool(f"{argv[0]} CLI is not installed")
     return subprocess.run(list(argv), input=data, capture_output=True, check=True).stdout
 
 
@@ -152,7 +153,7 @@ def test_decodes_gzip_cli_output(argv):
 
 def test_decodes_concatenated_gzip_members(tmp_path):
     if shutil.which("gzip") is None:
-        pytest.skip("gzip CLI is not installed")
+        missing_tool("gzip CLI is not installed")
     (tmp_path / "a").write_bytes(DATA[:1000])
     (tmp_path / "b").write_bytes(DATA[1000:])
     subprocess.run(["gzip", str(tmp_path / "a"), str(tmp_path / "b")], check=True)

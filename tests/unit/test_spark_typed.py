@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError
 from pyspark_gazette.spark.read.typed import TypedDecoder
+from required_tools import missing_tool
 
 UTC = dt.timezone.utc
 
@@ -747,11 +748,11 @@ SCAN = schema(
 
 @pytest.fixture
 def scanner():
-    """The C scanner must be built wherever tests run in CI (a skip fails there, conftest.py)."""
+    """The C scanner must be built wherever tests run in CI (a skip fails there: tests/required_tools.py)."""
     from pyspark_gazette.spark.read import typed
 
     if typed._jsonscan is None:
-        pytest.skip("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
+        missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     return typed
 
 
@@ -1184,7 +1185,7 @@ def test_scanner_equals_the_pure_python_path(docs):
     from pyspark_gazette.spark.read import typed
 
     if typed._jsonscan is None:
-        pytest.skip("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
+        missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     assert_same(SCAN, docs)
 
 
@@ -1324,7 +1325,7 @@ def test_scanner_equals_the_pure_python_path_nested(docs):
     from pyspark_gazette.spark.read import typed
 
     if typed._jsonscan is None:
-        pytest.skip("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
+        missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     assert_same(NESTED, docs)
 
 
