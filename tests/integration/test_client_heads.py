@@ -9,7 +9,7 @@ import pytest
 
 from journalspecs import make_spec
 from pyspark_gazette.client import Change
-from pyspark_gazette.client.heads import HeadWatcher, sweep_heads, write_head
+from pyspark_gazette.client.heads import HeadWatcher, route_heads, write_head
 from pyspark_gazette.errors import JournalNotFoundError
 
 
@@ -39,8 +39,8 @@ def test_sweep_returns_every_journals_write_head(backend, client):
             client.append(n, b'{"k":%d}\n' % k)
     expected = {n: len(b"".join(b'{"k":%d}\n' % k for k in range(i % 3))) for i, n in enumerate(names)}
     client.list_journals("")  # routes, as a planner has them
-    assert sweep_heads(client.conns, names, window=8) == expected
-    assert sweep_heads(client.conns, names, window=1) == expected
+    assert route_heads(client.conns, names, window=8) == expected
+    assert route_heads(client.conns, names, window=1) == expected
     assert write_head(client.conns, names[2]) == expected[names[2]]
 
 
@@ -54,7 +54,7 @@ def test_watcher_follows_appends_and_leaves_idle_journals_alone(backend, client)
     create(backend, client, names)
     client.append(names[0], b"a\n")
     with HeadWatcher(client.conns) as w:
-        w.watch(sweep_heads(client.conns, names))
+        w.watch(route_heads(client.conns, names))
         assert w.heads(names) == {n: (2 if n == names[0] else 0) for n in names}
         head = client.append(names[5], b"bb\n").end
         head = client.append(names[5], b"ccc\n").end
@@ -75,12 +75,12 @@ def test_watches_of_hundreds_of_journals_leave_the_broker_serving(backend, clien
     names = [f"heads/m{i:03d}" for i in range(300)]
     create(backend, client, names)
     with HeadWatcher(client.conns) as w:
-        w.watch(sweep_heads(client.conns, names))
+        w.watch(route_heads(client.conns, names))
         assert w.watched() == set(names)
         appended = {n: client.append(n, b"x" * (i + 1) + b"\n").end for i, n in enumerate(names[::50] + names[-3:])}
         wait_for(lambda: w.heads(list(appended)) == appended, "the watched heads of appended journals")
         assert len(client.list_journals("")) >= len(names)
-        assert sweep_heads(client.conns, names[-3:]) == {n: appended[n] for n in names[-3:]}
+        assert route_heads(client.conns, names[-3:]) == {n: appended[n] for n in names[-3:]}
         assert len(w.watched()) == len(names)
 
 
@@ -88,7 +88,7 @@ def test_watcher_forgets_a_deleted_journal(backend, client):
     names = ["heads/gone", "heads/kept"]
     create(backend, client, names)
     with HeadWatcher(client.conns) as w:
-        w.watch(sweep_heads(client.conns, names))
+        w.watch(route_heads(client.conns, names))
         gone = next(j for j in client.list_journals("") if j.name == names[0])
         client.apply([Change(expect_mod_revision=gone.mod_revision, delete=names[0])])
         # Its blocking read ends with an error or a non-OK status: the caller sweeps it again.
@@ -127,7 +127,7 @@ def test_watchers_one_after_another_share_the_process_loop(backend, client):
     for _ in range(2):
         with HeadWatcher(client.conns) as w:
             loops.append(w._loop)
-            w.watch(sweep_heads(client.conns, [name]))
+            w.watch(route_heads(client.conns, [name]))
             head = client.append(name, b"again\n").end
             wait_for(lambda w=w, head=head: w.heads([name]) == {name: head}, "the watched head")
     assert loops[0] is loops[1] and loops[0].is_running()

@@ -22,7 +22,7 @@ import pytest
 from journalspecs import make_spec
 from pyspark_gazette.broker import EmbeddedBroker
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
-from pyspark_gazette.client.heads import sweep_heads
+from pyspark_gazette.client.heads import route_heads
 
 #: CPU burners: `make test` runs this file alone, after the others, so it slows no other test.
 pytestmark = pytest.mark.exclusive
@@ -58,8 +58,8 @@ def test_sweep_of_2000_journals_under_cpu_load(tmp_path, burners):
             expected[names[i]] = client.append(names[i], b'{"i": %d}\n' % i * (1 + i % 5)).end
         client.list_journals("name:prefix=many/")  # routes, as a stream's planning has them
         assert all(p.poll() is None for p in burners)  # the machine is busy throughout
-        assert sweep_heads(client.conns, names) == expected
-        assert sweep_heads(client.conns, names) == expected
+        assert route_heads(client.conns, names) == expected
+        assert route_heads(client.conns, names) == expected
         assert all(p.poll() is None for p in burners)
 
 
@@ -87,7 +87,7 @@ def test_sweep_retries_reads_the_broker_cancelled(tmp_path, monkeypatch):
         names = [f"many/p{i:05d}" for i in range(5)]
         client.apply_in_batches([Change(expect_mod_revision=0, upsert=make_spec(n, store="")) for n in names])
         head = client.append("many/p00002", b'{"i": 2}\n').end
-        assert sweep_heads(client.conns, names) == {**dict.fromkeys(names, 0), "many/p00002": head}
+        assert route_heads(client.conns, names) == {**dict.fromkeys(names, 0), "many/p00002": head}
         assert len(cancelled) == 3  # the sweep's read, write_head's read, then a RetryReader's
 
 

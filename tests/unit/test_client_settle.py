@@ -106,46 +106,44 @@ class _Conns:
 
 
 def test_the_planned_head_is_the_largest_any_route_member_reports():
-    from pyspark_gazette.client.settle import primary_head
+    from pyspark_gazette.client.heads import HeadMode, route_heads
 
     # The primary joined after the appends (its index ends at 0); a member of their pipeline has them.
     conns = _Conns({"b1": 0, "b2": 9510, "b3": 0}, primary="b1")
-    assert primary_head(conns, "j/x") == 9510
+    assert route_heads(conns, ["j/x"], HeadMode.CONFIRMED) == {"j/x": 9510}
     assert conns.asked[:2] == ["bootstrap", "b1"] and sorted(conns.asked[2:]) == ["b2", "b3"]  # the primary first
 
 
 def test_a_dead_cached_endpoint_is_passed_over_through_the_bootstrap():
-    from pyspark_gazette.client.settle import primary_head
+    from pyspark_gazette.client.heads import HeadMode, route_heads
 
     conns = _Conns({"b1": 100, "b2": 100, "b3": 0}, primary="b2", down={"dead"})
     conns.routes["j/x"] = conns.route_pb.__class__(
         members=conns.route_pb.members, endpoints=["b1", "dead", "b3"], primary=1
     )
-    assert primary_head(conns, "j/x") == 100
+    assert route_heads(conns, ["j/x"], HeadMode.CONFIRMED) == {"j/x": 100}
     assert conns.asked[:2] == ["dead", "bootstrap"]
 
 
 def test_a_sweep_of_many_journals_keeps_the_largest_head_of_each_route():
     """Planning several journals sweeps their heads in one window: each journal's primary and
-    its other route members, the largest kept (the single-journal rule of primary_head)."""
-    from pyspark_gazette.client.heads import sweep_heads
+    its other route members, the largest kept (HeadMode.EVERY_MEMBER)."""
+    from pyspark_gazette.client.heads import HeadMode, route_heads
 
     conns = _Conns({"b1": 0, "b2": 9510, "b3": 0}, primary="b1")  # the primary joined late
     names = [f"j/{i}" for i in range(5)]
     for n in names:
         conns.routes[n] = conns.route_pb
-    assert sweep_heads(conns, names, 4, primary=True) == dict.fromkeys(names, 0)  # the primary alone stops short
+    assert route_heads(conns, names, HeadMode.PRIMARY, 4) == dict.fromkeys(names, 0)  # the primary alone stops short
     conns.asked.clear()
-    assert sweep_heads(conns, names, 4, primary=True, members=True) == dict.fromkeys(names, 9510)
+    assert route_heads(conns, names, HeadMode.EVERY_MEMBER, 4) == dict.fromkeys(names, 9510)
     assert conns.asked == ["b1", "b2", "b3"] * 5  # the primary first, one Read per member
     conns.asked.clear()
-    assert sweep_heads(conns, names[:2], 4, primary=True, members=True, others_only=True) == dict.fromkeys(
-        names[:2], 9510
-    )
+    assert route_heads(conns, names[:2], HeadMode.OTHER_MEMBERS, 4) == dict.fromkeys(names[:2], 9510)
     assert conns.asked == ["b2", "b3"] * 2  # the primary's answer is the caller's already
     # A member that fails is left out; the primary's answer stands.
     conns.down = {"b2"}
-    assert sweep_heads(conns, names[:1], 4, primary=True, members=True) == {names[0]: 0}
+    assert route_heads(conns, names[:1], HeadMode.EVERY_MEMBER, 4) == {names[0]: 0}
     assert conns.route(names[0]) is not None  # a member's failure does not forget the route
 
 

@@ -3,7 +3,7 @@ GazetteStreamReader._confirmed_below). Unit test of the one module: the head sou
 
 Gazette answers a write-head Read from any route member, with the end of that member's fragment
 index: a broker that restarted and rejoined the route reports only what was persisted until the
-primary's next append reaches it. Only when every member (settle.primary_head) reports a head
+primary's next append reaches it. Only when every member (heads.route_heads with HeadMode.CONFIRMED) reports a head
 below the stream's offset was the journal deleted and re-created."""
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ def reader(monkeypatch, member_heads: dict[str, int], confirmed: dict[str, int |
     )
     asked: list[str] = []
 
-    def primary_head(conns, journal):
-        assert conns is _Client.conns
-        asked.append(journal)
-        return confirmed[journal]
+    def route_heads(conns, names, mode=stream.HeadMode.MEMBER, window=0):
+        assert conns is _Client.conns and mode is stream.HeadMode.CONFIRMED
+        asked.extend(names)
+        return {n: h for n in names if (h := confirmed[n]) is not None}
 
     monkeypatch.setattr(r, "_client", lambda: _Client())
     monkeypatch.setattr(r, "_heads", lambda client, fresh=False: dict(member_heads))
-    monkeypatch.setattr(stream, "primary_head", primary_head)
+    monkeypatch.setattr(stream, "route_heads", route_heads)
     return r, asked
 
 
@@ -71,15 +71,15 @@ def test_a_recreated_journal_without_fail_on_data_loss_moves_to_its_start(monkey
 
 def test_available_now_asks_every_member_and_a_stale_head_stays_within_its_end(monkeypatch):
     r, _ = reader(monkeypatch, {"acme/one": 6270}, {"acme/one": 9000})
-    swept: list[dict] = []
+    swept: list = []
 
-    def sweep_heads(conns, names, window=0, **kw):
-        swept.append(kw)
+    def route_heads(conns, names, mode=stream.HeadMode.MEMBER, window=0):
+        swept.append(mode)
         return {n: 8000 for n in names}
 
-    monkeypatch.setattr(stream, "sweep_heads", sweep_heads)
+    monkeypatch.setattr(stream, "route_heads", route_heads)
     monkeypatch.setattr(r, "_heads", lambda client, fresh=False: r._live_heads(client, ["acme/one"], fresh))
     r.prepareForTriggerAvailableNow()
-    assert swept == [{"primary": True, "members": True}] and r._target == {"acme/one": 8000}
+    assert swept == [stream.HeadMode.EVERY_MEMBER] and r._target == {"acme/one": 8000}
     monkeypatch.setattr(r, "_heads", lambda client, fresh=False: {"acme/one": 6270})
     assert r.latestOffset({"acme/one": 7870}, ReadAllAvailable()) == {"acme/one": 8000}

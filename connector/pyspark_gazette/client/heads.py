@@ -7,7 +7,7 @@ Gazette has no call that returns many journals' write heads: List carries specs 
   straight to a route member when the route is known (List records every listed journal's
   route), and falls back to a :class:`~pyspark_gazette.client.reader.RetryReader` (retries,
   route changes, broker timeouts) on anything but a plain answer.
-* :func:`sweep_heads` does that for many journals, :data:`SWEEP_WINDOW` Reads in flight at
+* :func:`route_heads` does that for many journals, :data:`SWEEP_WINDOW` Reads in flight at
   once, started without a thread each (measured at 5,000 journals on a real broker, a window of
   calls costs half to a third of what a pool of threads each making one call at a time does).
 * :class:`HeadWatcher` keeps one **blocking** metadata-only Read open per watched journal at its
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import enum
 import logging
 import os
 import threading
@@ -49,7 +50,7 @@ from pyspark_gazette.protocol import pb, pb_grpc
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-#: Metadata reads in flight at once in :func:`sweep_heads`.
+#: Metadata reads in flight at once in :func:`route_heads`.
 SWEEP_WINDOW = 128
 
 
@@ -117,35 +118,48 @@ def concurrently(fn: Callable[[str], _T], names: Sequence[str], threads: int) ->
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def sweep_heads(
-    conns: Connections,
-    names: Sequence[str],
-    window: int = SWEEP_WINDOW,
-    *,
-    primary: bool = False,
-    members: bool = False,
-    others_only: bool = False,
-) -> dict[str, int]:
-    """:func:`write_head` of every journal of ``names``, up to ``window`` Reads in flight.
+class HeadMode(enum.Enum):
+    """Whom :func:`route_heads` asks for a journal's write head.
 
-    ``primary``: send each Read to the journal's primary when its route is known (the write head
-    no acknowledged append lies beyond: :mod:`pyspark_gazette.client.settle`), not to a member.
-    ``members`` (with ``primary``): also ask every other member of a known route, in the same
-    window, and keep the largest answer. Gazette reports a broker's write head as the end of its
-    fragment index: a primary that joined the route after the last appends reports less until
-    the members that acknowledged them persist, and those members report them
-    (:func:`~pyspark_gazette.client.settle.primary_head` does the same for one journal). A
-    journal of one member (every journal of the embedded broker) costs one Read either way.
-    ``others_only`` (with ``members``): ask the other members only (the caller has the
-    primary's answer); a journal none of them answered is left out.
-
-    The Reads are started without a thread each (gRPC runs a call as soon as it is made) and
-    their answers taken in order; a journal whose first Read's answer is not a plain write head
-    is asked again with :func:`write_head`'s retrying fallback, so the first error (in name
-    order) is raised. The other members' failures are left out (the journal keeps the largest
-    plain answer).
+    Gazette reports a broker's write head as the end of its fragment index: a member that
+    joined the route after the last appends (even one that became primary) reports less until
+    the members that acknowledged them persist, and those members report them. So the modes
+    that ask several members keep the largest answer. A journal of one member (every journal
+    of the embedded broker) costs one Read in every mode.
     """
-    if window <= 1 and not primary:
+
+    #: One Read to any member (the read endpoint); every journal gets a head or an error.
+    MEMBER = "member"
+    #: One Read to the primary when its route is known (the write head no acknowledged append
+    #: lies beyond: :mod:`pyspark_gazette.client.settle`).
+    PRIMARY = "primary"
+    #: The primary and every other member of a known route, in the same window; the largest.
+    EVERY_MEMBER = "every_member"
+    #: The other members only (the caller has the primary's answer); a journal none of them
+    #: answered is left out.
+    OTHER_MEMBERS = "other_members"
+    #: One member at a time, the primary first; after a failed call the bootstrap address (its
+    #: answer names the route), then each member not asked yet; the largest answer, counting a
+    #: returned fragment's end. A journal no member answered plainly is left out (the caller
+    #: keeps what it knows). For a few journals whose head must be confirmed.
+    CONFIRMED = "confirmed"
+
+
+def route_heads(
+    conns: Connections, names: Sequence[str], mode: HeadMode = HeadMode.MEMBER, window: int = SWEEP_WINDOW
+) -> dict[str, int]:
+    """The write head of every journal of ``names``, asked as ``mode`` says (:class:`HeadMode`):
+    the one home of the rule "ask the route's members for their write heads, keep the largest".
+
+    Except in :attr:`HeadMode.CONFIRMED`, up to ``window`` Reads are in flight: they are started
+    without a thread each (gRPC runs a call as soon as it is made) and their answers taken in
+    order; a journal whose first Read's answer is not a plain write head is asked again with
+    :func:`write_head`'s retrying fallback, so the first error (in name order) is raised. The
+    other members' failures are left out (the journal keeps the largest plain answer).
+    """
+    if mode is HeadMode.CONFIRMED:
+        return {n: h for n in names if (h := _confirmed_head(conns, n)) is not None}
+    if window <= 1 and mode is HeadMode.MEMBER:
         return {n: write_head(conns, n) for n in names}
     window = max(window, 1)
     kwargs = conns.call_kwargs()
@@ -181,10 +195,10 @@ def sweep_heads(
 
     try:
         for journal in names:
-            endpoint = conns.append_endpoint(journal) if primary else conns.read_endpoint(journal)
-            route = conns.route(journal) if members and primary else None
+            endpoint = conns.read_endpoint(journal) if mode is HeadMode.MEMBER else conns.append_endpoint(journal)
+            route = conns.route(journal) if mode in (HeadMode.EVERY_MEMBER, HeadMode.OTHER_MEMBERS) else None
             others = [e for e in route.endpoints if e != endpoint] if route is not None else []
-            if others_only and members:
+            if mode is HeadMode.OTHER_MEMBERS:
                 for other in others:
                     start(journal, other, False)
                 continue
@@ -200,6 +214,55 @@ def sweep_heads(
             if call is not None:
                 call.cancel()
     return out
+
+
+def _confirmed_head(conns: Connections, journal: str) -> int | None:
+    """:attr:`HeadMode.CONFIRMED` for one journal: the largest write head ``journal``'s route
+    members report, the primary first, or ``None`` when no plain answer came. A metadata-only
+    Read at ``-1`` goes to the primary's endpoint when the route is known; else (or after a
+    failed call) to the bootstrap address, whose answer names the route; then to each member not
+    asked yet.
+
+    Every member is asked because Gazette reports a broker's write head as the end of its
+    fragment index, not of its spool: a member that joined the route after the last appends
+    (even one that became primary, after Gazette's allocator moved the journal) reports less
+    until the others persist, while a member that was in the appends' pipeline reports them."""
+    endpoint = conns.append_endpoint(journal)
+    best = None
+    asked: set[str] = set()
+    while endpoint and endpoint not in asked:
+        asked.add(endpoint)
+        head = _metadata_head(conns, journal, endpoint)
+        if head is not None:
+            best = max(best or 0, head)
+        route = conns.route(journal)
+        # After a failed call the route is forgotten: the bootstrap address comes next.
+        members = [primary_endpoint(conns, journal), *(route.endpoints if route is not None else ())]
+        members.append(conns.append_endpoint(journal))
+        endpoint = next((e for e in members if e and e not in asked), "")
+    return best
+
+
+def _metadata_head(conns: Connections, journal: str, endpoint: str) -> int | None:
+    request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+    try:
+        responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs(conns.config.timeout or 30.0)))
+    except grpc.RpcError as e:
+        conns.endpoint_failed(journal, endpoint if e.code() == grpc.StatusCode.UNAVAILABLE else None)
+        return None
+    if len(responses) == 1 and responses[0].status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
+        resp = responses[0]
+        if resp.HasField("header"):
+            conns.update_route(journal, resp.header)
+        return max(resp.write_head, resp.fragment.end if resp.HasField("fragment") else 0)
+    return None
+
+
+def primary_endpoint(conns: Connections, journal: str) -> str:
+    route = conns.route(journal)
+    if route is not None and 0 <= route.primary < len(route.endpoints):
+        return route.endpoints[route.primary]
+    return ""
 
 
 _loop_lock = threading.Lock()

@@ -13,7 +13,7 @@ hole below its own spool.
 So a read plans from a :class:`Settled` listing:
 
 * the end is the larger of the listing's end and the write heads reported by the route's
-  **primary** and its other members (:func:`primary_head`: a metadata-only Read at offset
+  **primary** and its other members (:func:`~pyspark_gazette.client.heads.route_heads` with ``HeadMode.CONFIRMED``: a metadata-only Read at offset
   ``-1`` sent to each). An append is acknowledged only once the primary and every replica of
   its pipeline committed it, and each of them reports it in its write head (the end of its
   fragment index) until it leaves the route; a member that joined later reports it only once
@@ -56,6 +56,7 @@ import grpc
 
 from pyspark_gazette import testing
 from pyspark_gazette.client.conn import Connections, backoff
+from pyspark_gazette.client.heads import HeadMode, primary_endpoint, route_heads
 from pyspark_gazette.client.list_apply import ListedFragment, list_fragments
 from pyspark_gazette.errors import offset_ranges, redact_url
 from pyspark_gazette.protocol import pb
@@ -127,37 +128,10 @@ def is_gone(hole: tuple[int, int], frags: Sequence[ListedFragment], now: float |
     return bool(nxt.mod_time) and nxt.mod_time < now - HOLE_JUMP_AGE
 
 
-def primary_head(conns: Connections, journal: str) -> int | None:
-    """The largest write head ``journal``'s route members report, the primary first, or
-    ``None`` when no plain answer came (the caller keeps its listing's end). A metadata-only
-    Read at ``-1`` goes to the primary's endpoint when the route is known; else (or after a
-    failed call) to the bootstrap address, whose answer names the route; then to each member not
-    asked yet.
-
-    Every member is asked because Gazette reports a broker's write head as the end of its
-    fragment index, not of its spool: a member that joined the route after the last appends
-    (even one that became primary, after Gazette's allocator moved the journal) reports less
-    until the others persist, while a member that was in the appends' pipeline reports them."""
-    endpoint = conns.append_endpoint(journal)
-    best = None
-    asked: set[str] = set()
-    while endpoint and endpoint not in asked:
-        asked.add(endpoint)
-        head = _metadata_head(conns, journal, endpoint)
-        if head is not None:
-            best = max(best or 0, head)
-        route = conns.route(journal)
-        # After a failed call the route is forgotten: the bootstrap address comes next.
-        members = [primary_endpoint(conns, journal), *(route.endpoints if route is not None else ())]
-        members.append(conns.append_endpoint(journal))
-        endpoint = next((e for e in members if e and e not in asked), "")
-    return best
-
-
 def spool_vouches(listed: Sequence[ListedFragment], head: int) -> bool:
     """Whether a listing of a journal shows that ``head`` (its primary's write head) is not
     short of any acknowledged append, so the route's other members need not be asked
-    (:func:`~pyspark_gazette.client.heads.sweep_heads` with ``members``).
+    (:func:`~pyspark_gazette.client.heads.route_heads` with ``HeadMode.OTHER_MEMBERS``).
 
     It does when the listing holds content its answering member committed to its spool (a
     fragment not persisted, ``mod_time`` 0, not empty) ending at ``head`` or beyond. A member's
@@ -167,28 +141,6 @@ def spool_vouches(listed: Sequence[ListedFragment], head: int) -> bool:
     spools were flushed, or a member that joined after the last appends: its index holds the
     fragments persisted when it joined) vouches for nothing."""
     return any(not f.spec.mod_time and f.spec.begin < f.spec.end and f.spec.end >= head for f in listed)
-
-
-def _metadata_head(conns: Connections, journal: str, endpoint: str) -> int | None:
-    request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
-    try:
-        responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs(conns.config.timeout or 30.0)))
-    except grpc.RpcError as e:
-        conns.endpoint_failed(journal, endpoint if e.code() == grpc.StatusCode.UNAVAILABLE else None)
-        return None
-    if len(responses) == 1 and responses[0].status in (pb.OK, pb.OFFSET_NOT_YET_AVAILABLE):
-        resp = responses[0]
-        if resp.HasField("header"):
-            conns.update_route(journal, resp.header)
-        return max(resp.write_head, resp.fragment.end if resp.HasField("fragment") else 0)
-    return None
-
-
-def primary_endpoint(conns: Connections, journal: str) -> str:
-    route = conns.route(journal)
-    if route is not None and 0 <= route.primary < len(route.endpoints):
-        return route.endpoints[route.primary]
-    return ""
 
 
 #: Longest wait for a hole a member can still fill when the journal's spec has no fragment
@@ -223,7 +175,7 @@ def settle(
     frags = ordered(listed)
     head = max([need, *(f.spec.end for f in frags)])
     if ask_primary:
-        head = max(head, primary_head(conns, journal) or 0)
+        head = max(head, route_heads(conns, [journal], HeadMode.CONFIRMED).get(journal, 0))
     answered, asked = True, False
     if not frags and head > 0:
         # Nothing listed below a head: a fully pruned journal, or a member that joined before

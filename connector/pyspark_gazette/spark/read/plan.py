@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
-from pyspark_gazette.client.heads import sweep_heads
+from pyspark_gazette.client.heads import HeadMode, route_heads
 from pyspark_gazette.client.list_apply import list_fragments_many
 from pyspark_gazette.client.settle import Settled, fill, settle, spool_vouches
 from pyspark_gazette.errors import DataLossError, OptionError, StoreError, redact_url
@@ -187,16 +187,14 @@ def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: Re
     ttl = SIGNED_URL_TTL if opts.signed_urls else None
     names = [i.name for i in live]
     listed = dict(list_fragments_many(client.conns, names, signature_ttl=ttl, window=PLAN_WINDOW))
-    heads = sweep_heads(client.conns, names, PLAN_WINDOW, primary=True)  # after the listings: never below them
+    heads = route_heads(client.conns, names, HeadMode.PRIMARY, PLAN_WINDOW)  # after the listings: never below them
     # A primary that joined the route after the last appends reports less than they reached;
     # where the listing does not vouch for its head, every route member is asked too.
     # (A route of one member, as on the embedded broker, has no one else to ask.)
     doubtful = [
         n for n in names if n in listed and _replicated(client, n) and not spool_vouches(listed[n], heads.get(n, 0))
     ]
-    for n, head in sweep_heads(
-        client.conns, doubtful, PLAN_WINDOW, primary=True, members=True, others_only=True
-    ).items():
+    for n, head in route_heads(client.conns, doubtful, HeadMode.OTHER_MEMBERS, PLAN_WINDOW).items():
         heads[n] = max(heads.get(n, 0), head)
     return [
         _snapshot(client, info, listed[info.name], opts, need=heads.get(info.name, 0), ask_primary=False)

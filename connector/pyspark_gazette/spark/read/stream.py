@@ -60,9 +60,8 @@ from pyspark.sql.types import StructType
 
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.client.conn import backoff
-from pyspark_gazette.client.heads import HeadWatcher, concurrently, sweep_heads, write_head
+from pyspark_gazette.client.heads import HeadMode, HeadWatcher, concurrently, route_heads, write_head
 from pyspark_gazette.client.list_apply import iter_fragments
-from pyspark_gazette.client.settle import primary_head
 from pyspark_gazette.errors import (
     BrokerTimeoutError,
     DataLossError,
@@ -260,8 +259,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Every journal's write head: asked now (without ``watchWriteHeads``), else from the
         watcher, asking only the journals it does not watch (yet). ``fresh`` (the end of a
         ``Trigger.AvailableNow`` query): asked now of each journal's primary and every other
-        member, keeping the largest (:func:`~pyspark_gazette.client.heads.sweep_heads` with
-        ``members``), so that no append acknowledged before the query started is left out
+        member, keeping the largest (:func:`~pyspark_gazette.client.heads.route_heads` with
+        ``HeadMode.EVERY_MEMBER``), so that no append acknowledged before the query started is left out
         because one member had not caught up. A fully suspended journal's is its resumption
         offset, asked of no broker (:func:`fully_suspended_at`)."""
         infos = self._journals(client)
@@ -271,14 +270,14 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _live_heads(self, client, names: list[str], fresh: bool) -> dict[str, int]:
         if fresh:
-            return sweep_heads(client.conns, names, primary=True, members=True)
+            return route_heads(client.conns, names, HeadMode.EVERY_MEMBER)
         if not self._watching(len(names)):
-            return sweep_heads(client.conns, names)
+            return route_heads(client.conns, names)
         watcher = _watchers.get(self._token)
         if watcher is None:
             watcher = _watchers[self._token] = HeadWatcher(client.conns)
         known = watcher.heads(names)
-        asked = sweep_heads(client.conns, [n for n in names if n not in known])
+        asked = route_heads(client.conns, [n for n in names if n not in known])
         watcher.watch(asked)
         gone = watcher.watched().difference(names)
         if gone:
@@ -473,14 +472,14 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         a member's write head as the end of its fragment index: a broker that restarted and
         rejoined the route reports only what was persisted until the primary's next append
         reaches it, below what the stream already read. Only the largest answer of all the
-        members (:func:`~pyspark_gazette.client.settle.primary_head`) tells a re-created journal
+        members (:func:`~pyspark_gazette.client.heads.route_heads` with ``HeadMode.CONFIRMED``) tells a re-created journal
         from a stale member; when none answers, the journal waits at its offset (no new data
         this trigger) and the next trigger asks again."""
         below = [j for j, h in heads.items() if j not in new and h < offset_of(start[j])]
         out: dict[str, int] = {}
         for journal in below:
             offset = offset_of(start[journal])
-            confirmed = primary_head(client.conns, journal)
+            confirmed = route_heads(client.conns, [journal], HeadMode.CONFIRMED).get(journal)
             log.info(
                 "journal %s: a member reported write head %d, below the stream's offset %d; every member asked: %s",
                 journal,
