@@ -1,7 +1,8 @@
 """List, Apply and ListFragments.
 
-``list_journals`` consumes the List stream (v0.100+ brokers split a listing into messages of 25
-journals; older brokers answer with a single message, which reads the same way).
+``list_journals`` consumes the List stream (v0.100+ brokers split a listing into messages of up to
+1,000 journals, Gazette's main after v0.103.0 of 25; older brokers answer with a single message,
+which reads the same way).
 ``apply`` / ``apply_in_batches`` send journal spec changes; ``list_fragments`` pages through
 a journal's fragments until the broker's ``next_page_token`` is 0.
 """
