@@ -51,6 +51,9 @@ ETCD = BIN / "etcd" if (BIN / "etcd").is_file() else ROOT / ".bin" / "etcd"
 #: Journals one List response carries at most: 1,000 up to v0.103.0 (and at Flow's pin); Gazette's
 #: main sends 25 since 95fb59e ("size List response chunks to fit gRPC's 32KB buffer pool tier").
 LIST_JOURNALS_PER_RESPONSE = 25 if PEER == "main" else 1000
+#: Whether the brokers honour ``min_etcd_revision`` of Read and Append (wait until their view of
+#: Etcd reaches it): Gazette's main since ce718ad; v0.103.0 and Flow's pin drop the unknown field.
+HONOURS_MIN_ETCD_REVISION = PEER == "main"
 
 HOW_TO_GET = (
     f"run `{_PEER_MAKE}` (needs Go 1.25+ and gcc; builds gazette and gazctl {GAZETTE_VERSION} into {BIN}; "

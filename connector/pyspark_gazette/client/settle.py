@@ -170,7 +170,7 @@ def spool_vouches(listed: Sequence[ListedFragment], head: int) -> bool:
 
 
 def _metadata_head(conns: Connections, journal: str, endpoint: str) -> int | None:
-    request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+    request = conns.read_request(journal, offset=-1, metadata_only=True)
     try:
         responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs(conns.config.timeout or 30.0)))
     except grpc.RpcError as e:
