@@ -372,7 +372,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     end[journal] = self._went_back(journal, offset, head, created[journal])
                 else:
                     end[journal] = self._recreated(client, journal, offset, head)
-                backlogs[journal] = 0  # this batch only moves to its start; the next ones read it
+                backlogs[journal] = 0  # this batch only moves there; the next ones read on
             else:
                 backlogs[journal] = max(0, head - offset)
         waiting = sum(backlogs.values())
