@@ -2,7 +2,8 @@
 
 The binaries come from ``make gazette`` (``.bin/gazette``, ``.bin/gazctl`` at v0.103.0, and
 ``.bin/etcd`` 3.6: Gazette v0.103.0's etcd client refuses Debian's etcd 3.4), or with
-``GAZETTE_PEER=flow`` from ``make gazette-flow`` (the Gazette commit Estuary Flow pins). Every process is
+``GAZETTE_PEER=flow`` from ``make gazette-flow`` (the Gazette commit Estuary Flow pins), or with
+``GAZETTE_PEER=main`` from ``make gazette-main`` (a commit of Gazette's main branch). Every process is
 started in its own session and stopped by its own PID: SIGTERM, then SIGKILL after a bounded wait.
 
 Also runnable by hand (``make dev-cluster``): ``python tests/realgazette.py [--brokers N] [DIR]``
@@ -27,11 +28,18 @@ from collections.abc import Iterable, Sequence
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 #: The real Gazettes the tests run against, chosen by ``GAZETTE_PEER``: ``release`` (the default,
-#: the newest release, built by ``make gazette``) or ``flow`` (the commit Estuary Flow's go.mod pins,
-#: built by ``make gazette-flow`` into .bin/gazette-flow/). Both use etcd 3.6 from .bin/.
+#: the newest release, built by ``make gazette``), ``flow`` (the commit Estuary Flow's go.mod pins,
+#: built by ``make gazette-flow`` into .bin/gazette-flow/) or ``main`` (the commit of Gazette's main
+#: branch tests/peers/gazette-main/go.mod pins, built by ``make gazette-main`` into
+#: .bin/gazette-main/). All use etcd 3.6 from .bin/.
 PEERS = {
     "release": ("v0.103.0", ROOT / ".bin", "make gazette"),
     "flow": ("v0.100.1-0.20250814040917-61d190beba35", ROOT / ".bin" / "gazette-flow", "make gazette-flow"),
+    "main": (
+        "v0.103.1-0.20260722193110-e54beb5c6e64",
+        ROOT / ".bin" / "gazette-main",
+        "make gazette-main GAZETTE_MAIN_SRC=<a checkout of Gazette at e54beb5>",
+    ),
 }
 PEER = os.environ.get("GAZETTE_PEER", "release")
 if PEER not in PEERS:
@@ -39,6 +47,13 @@ if PEER not in PEERS:
 GAZETTE_VERSION, _PEER_BIN, _PEER_MAKE = PEERS[PEER]
 BIN = pathlib.Path(os.environ.get("GAZETTE_BIN_DIR") or _PEER_BIN)
 ETCD = BIN / "etcd" if (BIN / "etcd").is_file() else ROOT / ".bin" / "etcd"
+
+#: Journals one List response carries at most: 1,000 up to v0.103.0 (and at Flow's pin); Gazette's
+#: main sends 25 since 95fb59e ("size List response chunks to fit gRPC's 32KB buffer pool tier").
+LIST_JOURNALS_PER_RESPONSE = 25 if PEER == "main" else 1000
+#: Whether the brokers honour ``min_etcd_revision`` of Read and Append (wait until their view of
+#: Etcd reaches it): Gazette's main since ce718ad; v0.103.0 and Flow's pin drop the unknown field.
+HONOURS_MIN_ETCD_REVISION = PEER == "main"
 
 HOW_TO_GET = (
     f"run `{_PEER_MAKE}` (needs Go 1.25+ and gcc; builds gazette and gazctl {GAZETTE_VERSION} into {BIN}; "

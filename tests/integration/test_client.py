@@ -405,10 +405,11 @@ def test_direct_reads_from_s3_through_presigned_urls(client, broker, s3_server, 
 @pytest.mark.slow
 def test_list_and_watch_over_a_thousand_journals(client, broker):
     """1,200 journals: the listing arrives split over several List responses on both brokers
-    (Gazette sends at most 1,000 journals a response), the client joins them, and a watch yields
-    the full snapshot, then a new one on a change."""
+    (v0.103.0 and the embedded broker send at most 1,000 journals a response, Gazette's main 25),
+    the client joins them, and a watch yields the full snapshot, then a new one on a change."""
     import grpc
 
+    import realgazette
     from pyspark_gazette.protocol import pb_grpc
 
     specs = [make_spec(f"thousand/j{i:04d}", labels={"group": "thousand"}) for i in range(1200)]
@@ -417,7 +418,8 @@ def test_list_and_watch_over_a_thousand_journals(client, broker):
     assert len(client.list_journals("group=thousand")) == 1200
     with grpc.insecure_channel(broker.address.removeprefix("http://")) as ch:
         responses = list(pb_grpc.JournalStub(ch).List(pb.ListRequest(selector=parse_selector("group=thousand"))))
-    assert len(responses) == 2 and [len(r.journals) for r in responses] == [1000, 200]
+    per = realgazette.LIST_JOURNALS_PER_RESPONSE if broker.is_gazette else 1000
+    assert [len(r.journals) for r in responses] == [per] * (1200 // per) + ([1200 % per] if 1200 % per else [])
     watch = client.watch_journals("group=thousand")
     try:
         first = next(watch)
@@ -429,6 +431,49 @@ def test_list_and_watch_over_a_thousand_journals(client, broker):
         assert len(second) == 1201 and "thousand/late" in {j.name for j in second}
     finally:
         watch.close()
+
+
+def test_reads_and_appends_ask_for_the_etcd_revision_the_client_saw(client, broker):
+    """The client sends the largest Etcd revision of the response headers it saw (here Apply's,
+    then List's and Append's) as ``min_etcd_revision`` of its Reads and Appends. Gazette's main
+    waits until its view of Etcd reaches it, so a revision no broker has reached holds the call
+    until its deadline; v0.103.0, Flow's pin and the embedded broker ignore the field (an older
+    Go broker drops a field it does not know), and answer at once."""
+    import grpc
+
+    import realgazette
+    from pyspark_gazette.client.appender import append_request
+    from pyspark_gazette.protocol import pb_grpc
+
+    applied = create(broker, client, make_spec("rev/a"))
+    assert client.conns.etcd_revision >= applied > 0
+    client.append("rev/a", b"one\n")
+    seen = client.conns.etcd_revision
+    assert seen >= client.get_journal("rev/a").mod_revision
+    with client.retry_reader("rev/a", 0, end_offset=4) as r:
+        assert r.reader.request.min_etcd_revision == client.conns.etcd_revision >= seen
+        assert r.read() == b"one\n"
+
+    def outcome(call) -> str:
+        try:
+            return "ok" if call().status == pb.OK else "status"
+        except grpc.RpcError as e:
+            return e.code().name
+
+    def calls(revision: int) -> list[str]:
+        """A Read and an Append asking for ``revision``, each with a 2 s deadline: what they got."""
+        with grpc.insecure_channel(client.conns.append_endpoint("rev/a").removeprefix("http://")) as ch:
+            stub = pb_grpc.JournalStub(ch)
+            read = pb.ReadRequest(journal="rev/a", offset=0, end_offset=4, min_etcd_revision=revision)
+            append = [append_request("rev/a", min_etcd_revision=revision), pb.AppendRequest(content=b"two\n")]
+            return [
+                outcome(lambda: list(stub.Read(read, timeout=2))[-1]),
+                outcome(lambda: stub.Append(iter([*append, pb.AppendRequest()]), timeout=2)),
+            ]
+
+    assert calls(client.conns.etcd_revision) == ["ok", "ok"]
+    waits = broker.is_gazette and realgazette.HONOURS_MIN_ETCD_REVISION
+    assert calls(client.conns.etcd_revision + 100_000) == (["DEADLINE_EXCEEDED"] * 2 if waits else ["ok", "ok"])
 
 
 def test_fragment_store_health_of_a_file_store(client, broker):

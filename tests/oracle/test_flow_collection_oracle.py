@@ -286,6 +286,45 @@ def test_a_journal_deleted_and_recreated_mid_stream(spark, target, tmp_path):
     assert got() == sorted(want(first) + want(second))
 
 
+def test_a_journal_recreated_past_the_streams_offset_is_known_by_its_creation_revision(spark, target, tmp_path):
+    """Rule: a journal listed with another Etcd creation revision than the one the stream read it
+    at was deleted and re-created, even where the new journal's write head has already passed the
+    stream's offset, which offsets alone cannot tell (every broker here reports creation
+    revisions). The query fails saying so; with failOnDataLoss=false it reads the new journal from
+    its start, all of it."""
+    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+    from pyspark_gazette.client.heads import write_head
+
+    collection = f"acme/{target.kind}/renewed/orders"
+    journal = flow_journal(target, collection, "g1", "eu")
+    peer.flow_publish(target.address, [journal], seed=13, rounds=10)
+    first = oracle(target, [journal])
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def run(**options):
+        stream_to_json(spark, target, collection, out, ckpt, **options)
+
+    def want(lines):
+        return sorted((x["journal"], x["offset"], json.dumps(x["doc"], sort_keys=True)) for x in lines)
+
+    run()
+    assert streamed_json(out) == want(first)
+    with JournalClient(ClientConfig(target.address)) as c:
+        old = c.get_journal(journal)
+        read_to = write_head(c.conns, journal)
+        c.apply([Change(expect_mod_revision=old.mod_revision, delete=journal)])
+    flow_journal(target, collection, "g1", "eu", store="file:///renewed/")
+    peer.flow_publish(target.address, [journal], seed=14, rounds=40, control=False)
+    second = oracle(target, [journal])
+    with JournalClient(ClientConfig(target.address)) as c:
+        assert c.get_journal(journal).create_revision > old.create_revision > 0
+        assert write_head(c.conns, journal) > read_to  # past the stream's offset in the old journal
+    with pytest.raises(Exception, match=f"created at Etcd revision [0-9]+, not {old.create_revision} .* re-created"):
+        run()
+    run(failOnDataLoss="false")
+    assert streamed_json(out) == sorted(want(first) + want(second))
+
+
 def suspend(target, journal: str) -> int:
     """Suspend ``journal`` as ``gazctl journals suspend --force`` does (an empty append with
     SUSPEND_NOW, answered SUSPENDED); returns the level the broker gave it: PARTIAL for a journal

@@ -12,6 +12,7 @@ from spark_helpers import events, fill, ndjson, reader
 from pyspark_gazette.client import Change
 from pyspark_gazette.fragments import FragmentRef
 from pyspark_gazette.spark.options import ReadOptions
+from pyspark_gazette.spark.read.committed import offset_of
 from pyspark_gazette.spark.read.pack import PackedPartition
 
 
@@ -27,6 +28,11 @@ def create_many(client, prefix: str, n: int, *, length: int = 1 << 20, broker=No
     else:
         client.apply_in_batches([Change(expect_mod_revision=0, upsert=s) for s in specs])
     return names
+
+
+def byte_offsets(offsets: dict) -> dict[str, int]:
+    """A stream offset's byte offsets (its entries also carry the journals' creation revisions)."""
+    return {j: offset_of(e) for j, e in offsets.items()}
 
 
 def line(journal: str, i: int) -> bytes:
@@ -215,21 +221,21 @@ def test_stream_latest_offset_from_watched_write_heads(broker, client, create_jo
 
     def eventually(expected: dict) -> None:
         deadline = time.monotonic() + 30
-        while (got := sr.latestOffset(start, limit)) != expected:
+        while (got := byte_offsets(sr.latestOffset(start, limit))) != expected:
             assert time.monotonic() < deadline, f"latestOffset {got} != {expected}"
             time.sleep(0.05)
 
     try:
         start = sr.initialOffset()  # latest: each journal's one line
-        assert start == {n: len(line(n, 0)) for n in names}
+        assert byte_offsets(start) == {n: len(line(n, 0)) for n in names}
         assert sr.latestOffset(start, limit) == start  # idle
         watcher = stream_module._watchers[sr._token]
         assert watcher.watched() == set(names)
         head = client.append(names[3], line(names[3], 1)).end
-        eventually({**start, names[3]: head})
+        eventually({**byte_offsets(start), names[3]: head})
         create_journal("wh/late", labels={"set": "wh"})
         late = client.append("wh/late", line("wh/late", 0)).end
-        eventually({**start, names[3]: head, "wh/late": late})  # read from its start
+        eventually({**byte_offsets(start), names[3]: head, "wh/late": late})  # read from its start
         assert "wh/late" in watcher.watched()
         gone = next(j for j in client.list_journals("set=wh") if j.name == names[0])
         client.apply([Change(expect_mod_revision=gone.mod_revision, delete=names[0])])
@@ -265,7 +271,7 @@ def test_stream_watches_write_heads_by_default_from_128_journals(broker, client)
     }
     try:
         starts = {k: sr.initialOffset() for k, sr in readers.items()}
-        assert starts["auto"] == {n: 0 for n in names}
+        assert byte_offsets(starts["auto"]) == {n: 0 for n in names}
         for k, sr in readers.items():
             assert sr.latestOffset(starts[k], sr.getDefaultReadLimit()) == starts[k]
         assert stream_module._watchers[readers["auto"]._token].watched() == set(names)
@@ -274,13 +280,14 @@ def test_stream_watches_write_heads_by_default_from_128_journals(broker, client)
         head = client.append(names[7], line(names[7], 0)).end
         sr = readers["auto"]
         deadline = time.monotonic() + 30
-        while (got := sr.latestOffset(starts["auto"], sr.getDefaultReadLimit())) != {**starts["auto"], names[7]: head}:
+        want = {**byte_offsets(starts["auto"]), names[7]: head}
+        while (got := byte_offsets(sr.latestOffset(starts["auto"], sr.getDefaultReadLimit()))) != want:
             assert time.monotonic() < deadline, f"latestOffset {got} never saw the append"
             time.sleep(0.02)
         # The sweeping readers see it at their next trigger.
         for k in ("false", "few"):
             end = readers[k].latestOffset(starts[k], readers[k].getDefaultReadLimit())
-            assert end == {**starts[k], names[7]: head}
+            assert byte_offsets(end) == {**byte_offsets(starts[k]), names[7]: head}
     finally:
         for sr in readers.values():
             sr.stop()

@@ -66,6 +66,11 @@ class _Conns:
         self.routes: dict = {}
         self.config = type("Config", (), {"timeout": 5.0})()
 
+    def read_request(self, journal, **fields):
+        from pyspark_gazette.protocol import pb
+
+        return pb.ReadRequest(journal=journal, **fields)
+
     def read(self, request):
         import grpc
 

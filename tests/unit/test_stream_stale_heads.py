@@ -3,8 +3,13 @@ GazetteStreamReader._confirmed_below). Unit test of the one module: the head sou
 
 Gazette answers a write-head Read from any route member, with the end of that member's fragment
 index: a broker that restarted and rejoined the route reports only what was persisted until the
-primary's next append reaches it. Only when every member (heads.route_heads with HeadMode.CONFIRMED) reports a head
-below the stream's offset was the journal deleted and re-created."""
+primary's next append reaches it. Only when every member (heads.route_heads with
+HeadMode.CONFIRMED) reports a head below the stream's offset was the journal deleted and re-created.
+
+Where the broker reports each journal's Etcd creation revision (List's ``create_revision``), the
+stream's offsets carry it, and a journal listed with another one was deleted and re-created
+whatever its write head; a head below the offset of a journal with the same creation revision is
+content lost before it was persisted, not a re-created journal."""
 
 from __future__ import annotations
 
@@ -26,7 +31,15 @@ class _Client:
     conns = _Conns()
 
 
-def reader(monkeypatch, member_heads: dict[str, int], confirmed: dict[str, int | None], **options):
+def reader(
+    monkeypatch,
+    member_heads: dict[str, int],
+    confirmed: dict[str, int | None],
+    created: dict[str, int] | None = None,
+    **options,
+):
+    """A stream reader whose write heads are ``member_heads`` (one member's), ``confirmed`` those of
+    every member, and ``created`` the journals' creation revisions as listed (none: an older broker)."""
     r = stream.GazetteStreamReader(
         ReadOptions.parse({**ADDR, "journals": ",".join(member_heads), **options}, env={}), None
     )
@@ -37,8 +50,12 @@ def reader(monkeypatch, member_heads: dict[str, int], confirmed: dict[str, int |
         asked.extend(names)
         return {n: h for n in names if (h := confirmed[n]) is not None}
 
+    def heads(client, fresh=False):
+        r._created = dict(created or {})
+        return dict(member_heads)
+
     monkeypatch.setattr(r, "_client", lambda: _Client())
-    monkeypatch.setattr(r, "_heads", lambda client, fresh=False: dict(member_heads))
+    monkeypatch.setattr(r, "_heads", heads)
     monkeypatch.setattr(stream, "route_heads", route_heads)
     return r, asked
 
@@ -83,3 +100,50 @@ def test_available_now_asks_every_member_and_a_stale_head_stays_within_its_end(m
     assert swept == [stream.HeadMode.EVERY_MEMBER] and r._target == {"acme/one": 8000}
     monkeypatch.setattr(r, "_heads", lambda client, fresh=False: {"acme/one": 6270})
     assert r.latestOffset({"acme/one": 7870}, ReadAllAvailable()) == {"acme/one": 8000}
+
+
+def test_another_creation_revision_is_a_recreated_journal_whatever_its_head(monkeypatch):
+    # The new journal's head (9000) passed the stream's offset: offsets alone cannot tell.
+    r, asked = reader(monkeypatch, {"acme/one": 9000}, {"acme/one": 9000}, created={"acme/one": 41})
+    with pytest.raises(DataLoss, match="created at Etcd revision 41, not 7 .* deleted and re-created"):
+        r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable())
+    assert asked == []  # Gazette's own record decides: no member is asked
+
+
+def test_a_recreated_journal_moves_to_its_start_tied_to_its_new_creation_revision(monkeypatch):
+    r, _ = reader(monkeypatch, {"acme/one": 9000}, {}, created={"acme/one": 41}, failOnDataLoss="false")
+    monkeypatch.setattr(stream.GazetteStreamReader, "_earliest", staticmethod(lambda client, journal: 0))
+    end = r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable())
+    assert end == {"acme/one": {"offset": 0, "created": 41}}
+    # The next trigger reads the new journal from its start.
+    assert r.latestOffset(end, ReadAllAvailable()) == {"acme/one": {"offset": 9000, "created": 41}}
+
+
+def test_offsets_carry_the_creation_revision_and_an_unchanged_one_reads_on(monkeypatch):
+    r, asked = reader(monkeypatch, {"acme/one": 9000, "acme/two": 900}, {}, created={"acme/one": 7, "acme/two": 8})
+    # An offset of an older checkpoint (no revision) is tied to the journal's on the next batch.
+    end = r.latestOffset({"acme/one": {"offset": 7870, "created": 7}, "acme/two": 500}, ReadAllAvailable())
+    assert end == {"acme/one": {"offset": 9000, "created": 7}, "acme/two": {"offset": 900, "created": 8}}
+    assert asked == []
+
+
+def test_a_head_below_the_offset_with_the_same_creation_revision_is_lost_content(monkeypatch):
+    r, asked = reader(monkeypatch, {"acme/one": 100}, {"acme/one": 6000}, created={"acme/one": 7})
+    with pytest.raises(DataLoss, match="write head 6000 went back below the stream's offset 7870 .* not re-created"):
+        r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable())
+    assert asked == ["acme/one"]  # every member was asked first, as for a stale member
+    r, _ = reader(monkeypatch, {"acme/one": 100}, {"acme/one": 6000}, created={"acme/one": 7}, failOnDataLoss="false")
+    # The stream goes on from the head, where the journal's next appends go.
+    assert r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable()) == {
+        "acme/one": {"offset": 6000, "created": 7}
+    }
+
+
+def test_a_broker_without_creation_revisions_keeps_the_head_rule(monkeypatch):
+    # An offset tied to a revision, read on by a broker that reports none (0): the head decides,
+    # and the new offset is tied to none.
+    r, _ = reader(monkeypatch, {"acme/one": 9000}, {}, created={"acme/one": 0})
+    assert r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable()) == {"acme/one": 9000}
+    r, _ = reader(monkeypatch, {"acme/one": 100}, {"acme/one": 120}, created={"acme/one": 0})
+    with pytest.raises(DataLoss, match="write head 120 is below the stream's offset 7870 .* deleted and re-created"):
+        r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable())

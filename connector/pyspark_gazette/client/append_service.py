@@ -416,6 +416,8 @@ class AppendService:
         failing_since: float | None = None  # monotonic time of the first failed attempt
         while True:
             app = Appender(self._conns, journal)
+            # Links are keyed by their parameters without it: the revision is the one seen by now.
+            aa.request.min_etcd_revision = self._conns.etcd_revision
             app.request = aa.request
             try:
                 sent = 0

@@ -70,9 +70,12 @@ def append_request(
     subtract_registers: pb.LabelSet | None = None,
     suspend: int = 0,
     do_not_proxy: bool = False,
+    min_etcd_revision: int = 0,
 ) -> pb.AppendRequest:
     """The first AppendRequest of an append to ``journal`` (the one both appenders send)."""
-    req = pb.AppendRequest(journal=journal, offset=offset, do_not_proxy=do_not_proxy)
+    req = pb.AppendRequest(
+        journal=journal, offset=offset, do_not_proxy=do_not_proxy, min_etcd_revision=min_etcd_revision
+    )
     req.suspend = suspend  # type: ignore[assignment]
     if check_registers is not None:
         req.check_registers.CopyFrom(check_registers)
@@ -119,7 +122,7 @@ class Appender:
     def __init__(self, conns: Connections, journal: str, **params: Any):
         self._conns = conns
         self.journal = journal
-        self.request = append_request(journal, **params)
+        self.request = append_request(journal, min_etcd_revision=conns.etcd_revision, **params)
         self.response: pb.AppendResponse | None = None
         self.written = 0
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=64)

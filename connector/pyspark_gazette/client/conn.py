@@ -13,6 +13,13 @@ Bootstrap addresses: the configured address may list several brokers, comma-sepa
 ``UNAVAILABLE`` (:meth:`Connections.endpoint_failed`) the next configured address takes its
 place, or, with one address configured, an endpoint learned from a route, so a dead broker
 costs one failed attempt rather than every retry up to ``broker_timeout``.
+
+Etcd revisions: the largest Etcd revision of the response headers a :class:`Connections` has
+seen (List, Apply, Read, Append, ListFragments) goes out as ``min_etcd_revision`` in its Read and
+Append requests (:meth:`Connections.read_request`, :attr:`Connections.etcd_revision`). A broker
+that has it (Gazette's main after v0.103.0) first waits until its own view of Etcd has caught up
+with what this client already saw, so a journal just created or listed is never answered
+JOURNAL_NOT_FOUND by a broker that lags; older brokers and the embedded broker ignore the field.
 """
 
 from __future__ import annotations
@@ -200,6 +207,8 @@ class Connections:
         self.bootstrap_moves = 0
         #: Whether a broker has answered a call of this client (:meth:`unreachable`).
         self.answered = config.reached
+        #: The largest Etcd revision of a response header seen (:meth:`saw_revision`); 0: none yet.
+        self.etcd_revision = 0
 
     def __repr__(self) -> str:
         return f"Connections(address={self.config.address!r})"
@@ -265,13 +274,27 @@ class Connections:
             kw["timeout"] = t
         return kw
 
+    # -- Etcd revisions ----------------------------------------------------------------------
+
+    def saw_revision(self, revision: int) -> None:
+        """A response header carried Etcd ``revision``: later Reads and Appends ask for it."""
+        if revision > self.etcd_revision:
+            with self._lock:
+                self.etcd_revision = max(self.etcd_revision, revision)
+
+    def read_request(self, journal: str, **fields: Any) -> pb.ReadRequest:
+        """A ReadRequest of ``journal`` that asks the broker to have seen :attr:`etcd_revision`."""
+        return pb.ReadRequest(journal=journal, min_etcd_revision=self.etcd_revision, **fields)
+
     # -- routes ------------------------------------------------------------------------------
 
     def update_route(self, journal: str, header: pb.Header | None) -> None:
-        """Remember the route a response header names (ignored when it has no endpoints)."""
+        """Remember the route a response header names (ignored when it has no endpoints), and
+        its Etcd revision."""
         if header is None:
             return
         self.answered = True
+        self.saw_revision(header.etcd.revision)
         if not header.HasField("route"):
             return
         route = header.route

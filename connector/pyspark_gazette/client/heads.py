@@ -56,7 +56,7 @@ SWEEP_WINDOW = 128
 
 def write_head(conns: Connections, journal: str) -> int:
     """The write head of ``journal`` (see the module docstring)."""
-    request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+    request = conns.read_request(journal, offset=-1, metadata_only=True)
     endpoint = conns.read_endpoint(journal)
     try:
         responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs()))
@@ -184,7 +184,7 @@ def route_heads(
             out[journal] = max(out.get(journal, 0), write_head(conns, journal))
 
     def start(journal: str, endpoint: str, first: bool) -> None:
-        request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+        request = conns.read_request(journal, offset=-1, metadata_only=True)
         try:
             call = conns.stub(endpoint).Read(request, **kwargs)
         except grpc.RpcError:
@@ -244,7 +244,7 @@ def _confirmed_head(conns: Connections, journal: str) -> int | None:
 
 
 def _metadata_head(conns: Connections, journal: str, endpoint: str) -> int | None:
-    request = pb.ReadRequest(journal=journal, offset=-1, metadata_only=True)
+    request = conns.read_request(journal, offset=-1, metadata_only=True)
     try:
         responses = list(conns.stub(endpoint).Read(request, **conns.call_kwargs(conns.config.timeout or 30.0)))
     except grpc.RpcError as e:
@@ -370,7 +370,7 @@ class HeadWatcher:
         kwargs = {"metadata": md} if md else {}
         try:
             while True:
-                request = pb.ReadRequest(journal=journal, offset=head, block=True, metadata_only=True)
+                request = self._conns.read_request(journal, offset=head, block=True, metadata_only=True)
                 call = self._stub(self._conns.read_endpoint(journal)).Read(request, **kwargs)
                 resp = await call.read()
                 call.cancel()

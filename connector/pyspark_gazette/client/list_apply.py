@@ -1,7 +1,8 @@
 """List, Apply and ListFragments.
 
-``list_journals`` consumes the List stream (v0.100+ brokers split a listing into messages of 25
-journals; older brokers answer with a single message, which reads the same way).
+``list_journals`` consumes the List stream (v0.100+ brokers split a listing into messages of up to
+1,000 journals, Gazette's main after v0.103.0 of 25; older brokers answer with a single message,
+which reads the same way).
 ``apply`` / ``apply_in_batches`` send journal spec changes; ``list_fragments`` pages through
 a journal's fragments until the broker's ``next_page_token`` is 0.
 """
@@ -86,6 +87,7 @@ def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> l
             if i == 0:
                 if resp.status != pb.OK:
                     raise error_for_status(resp.status, "List failed", response=resp)
+                conns.saw_revision(resp.header.etcd.revision)
             elif not resp.journals:
                 raise ProtocolError("List: empty continuation message outside of watch mode")
             for j in resp.journals:
@@ -119,6 +121,7 @@ def watch_journals(conns: Connections, selector: str | pb.LabelSelector | None =
                 if first:
                     if resp.status != pb.OK:
                         raise error_for_status(resp.status, "List watch failed", response=resp)
+                    conns.saw_revision(resp.header.etcd.revision)
                     first = False
                 snapshot.extend(JournalInfo(j.spec, j.mod_revision, j.create_revision, j.route) for j in resp.journals)
         finally:
@@ -184,6 +187,7 @@ def apply(conns: Connections, changes: Sequence[Change | pb.ApplyRequest.Change]
         raise EtcdTransactionFailedError(_stale_revisions(conns, request), response=resp)
     if resp.status != pb.OK:
         raise error_for_status(resp.status, "Apply failed", response=resp)
+    conns.saw_revision(resp.header.etcd.revision)
     return resp.header.etcd.revision
 
 

@@ -73,8 +73,8 @@ class Reader:
         self._conns = conns
         if do_not_proxy is None:
             do_not_proxy = conns.config.direct_reads
-        self.request = pb.ReadRequest(
-            journal=journal,
+        self.request = conns.read_request(
+            journal,
             offset=offset,
             end_offset=end_offset,
             block=block,

@@ -91,6 +91,26 @@ def offset_of(entry) -> int:
     return int(entry["offset"]) if isinstance(entry, dict) else int(entry)
 
 
+def created_of(entry) -> int:
+    """The Etcd creation revision of the journal one entry of a stream offset was read from
+    (``{"offset": ..., "created": R}``), or 0 where the entry has none (an older checkpoint, or a
+    broker that does not report one)."""
+    return int(entry.get("created", 0)) if isinstance(entry, dict) else 0
+
+
+def with_created(entry, revision: int):
+    """``entry`` tied to the journal's creation revision ``revision`` (unchanged when it is 0)."""
+    if not revision:
+        return entry
+    return {**entry, "created": revision} if isinstance(entry, dict) else {"offset": int(entry), "created": revision}
+
+
+def same_journal(a, b) -> bool:
+    """Whether two entries of a stream offset were read from the same journal, not one deleted and
+    re-created in between: false only where both carry a creation revision and they differ."""
+    return not (created_of(a) and created_of(b) and created_of(a) != created_of(b))
+
+
 def state_of(entry, journal: str = "") -> tuple[ProducerState, ...] | None:
     """The producer states of one journal's offset entry, or ``None`` for an entry without state."""
     if not isinstance(entry, dict) or "producers" not in entry:

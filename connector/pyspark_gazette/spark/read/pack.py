@@ -273,7 +273,7 @@ class _Prefetch:
         self.tail = seg.tail
         self.conns = connections(opts)
         # A tail reads to the write head (end_offset 0, not blocking): the journal as of this read.
-        request = pb.ReadRequest(journal=seg.journal, offset=self.begin, end_offset=0 if self.tail else self.end)
+        request = self.conns.read_request(seg.journal, offset=self.begin, end_offset=0 if self.tail else self.end)
         kwargs = {k: v for k, v in self.conns.call_kwargs().items() if k != "timeout"}
         try:
             # The broker the plan names first (the primary at planning: it holds the unpersisted

@@ -19,10 +19,17 @@ scales with the object store.
   many bytes are waiting or ``maxTriggerDelay`` passed since the last batch.
 * ``Trigger.AvailableNow`` reads up to the write heads seen when the query starts.
 * Journals matching a ``selector`` that appear later are read from their start; journals that
-  disappear end cleanly. A journal whose write head is found below the stream's offset in it was
-  deleted and re-created: the query fails saying so, or, with ``failOnDataLoss=false``, reads the
-  new journal from its start (:meth:`GazetteStreamReader._recreated`). Missing content (retention deleted it before it was read) follows
-  ``failOnDataLoss``.
+  disappear end cleanly. Each journal's offset carries the Etcd revision at which the journal was
+  created (``{"offset": E, "created": R}``) where the broker reports one (List's
+  ``create_revision``: Gazette since v0.99, the embedded broker): a journal listed with another
+  creation revision was deleted and re-created, whatever its write head. Without one (an older
+  broker, an older checkpoint) a journal whose write head is found below the stream's offset in
+  it was deleted and re-created. Either way the query fails saying so, or, with
+  ``failOnDataLoss=false``, reads the new journal from its start
+  (:meth:`GazetteStreamReader._recreated`). A write head below the offset of a journal whose
+  creation revision is unchanged lost content it had acknowledged (never persisted): that follows
+  ``failOnDataLoss`` too, and the stream goes on from the head. Missing content (retention
+  deleted it before it was read) follows ``failOnDataLoss``.
 
 Each micro-batch's journal ranges are cut at absolute multiples of ``maxPartitionBytes``
 (:func:`aligned_partitions`), and the pieces of many small journals are packed together
@@ -75,10 +82,13 @@ from pyspark_gazette.spark.read.batch_scan import read_partition
 from pyspark_gazette.spark.read.committed import (
     CommittedStreamPartition,
     committed_partition,
+    created_of,
     offset_of,
     read_committed_batches,
+    same_journal,
     scan_state,
     state_pieces,
+    with_created,
 )
 from pyspark_gazette.spark.read.pack import pack
 from pyspark_gazette.spark.read.plan import (
@@ -194,6 +204,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, int] | None = None
         self._last_batch = time.monotonic()
         self._latest: dict[str, int] | None = None
+        #: The journals' Etcd creation revisions (0: not reported) at the last listing of ``_heads``.
+        self._created: dict[str, int] = {}
         self._token = os.urandom(8).hex()  # names this reader's watcher (the reader is pickled)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -264,6 +276,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         because one member had not caught up. A fully suspended journal's is its resumption
         offset, asked of no broker (:func:`fully_suspended_at`)."""
         infos = self._journals(client)
+        self._created = {i.name: i.create_revision for i in infos}
         suspended = {i.name: at for i in infos if (at := fully_suspended_at(i)) is not None}
         heads = self._live_heads(client, [i.name for i in infos if i.name not in suspended], fresh)
         return {i.name: suspended[i.name] if i.name in suspended else heads[i.name] for i in infos}
@@ -310,7 +323,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             snap = take_snapshot(client, infos[name], self.opts)
             return start_offset(snap, self.opts, default="latest")
 
-        return sweep(initial, list(infos))
+        return {j: with_created(o, infos[j].create_revision) for j, o in sweep(initial, list(infos)).items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_bytes_per_trigger:
@@ -332,20 +345,35 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             heads = {j: min(h, self._target[j]) for j, h in heads.items() if j in self._target}
         self._latest = heads
+        created = self._created
         # A journal that appeared after the query started: read it from its start.
         new = sweep(lambda journal: self._earliest(client, journal), [j for j in heads if j not in start])
-        heads.update(self._confirmed_below(client, heads, start, new))
+        # A journal listed with another creation revision than the stream read it at: Gazette's own
+        # record that it was deleted and re-created.
+        read_at = {j: created_of(start[j]) for j in heads if j not in new}
+        renewed = [j for j, was in read_at.items() if was and created.get(j) and created[j] != was]
+        heads.update(self._confirmed_below(client, heads, start, [*new, *renewed]))
         for journal, head in heads.items():
             if journal in new:
                 end[journal] = new[journal]
                 backlogs[journal] = head - new[journal]
-            elif head < offset_of(start[journal]):
-                # Every member confirmed it (_confirmed_below), and Gazette never moves a write
-                # head back: the journal was deleted and re-created.
-                end[journal] = self._recreated(client, journal, offset_of(start[journal]), head)
+                continue
+            offset = offset_of(start[journal])
+            if journal in renewed:
+                was = (read_at[journal], created[journal])
+                end[journal] = self._recreated(client, journal, offset, head, created=was)
                 backlogs[journal] = 0  # this batch only moves to its start; the next ones read it
+            elif head < offset:
+                # Every member confirmed it (_confirmed_below), and Gazette never moves a write
+                # head back: the journal was deleted and re-created, or, where its creation
+                # revision says it was not, it lost content it had acknowledged.
+                if read_at[journal] and created.get(journal):
+                    end[journal] = self._went_back(journal, offset, head, created[journal])
+                else:
+                    end[journal] = self._recreated(client, journal, offset, head)
+                backlogs[journal] = 0  # this batch only moves there; the next ones read on
             else:
-                backlogs[journal] = max(0, head - offset_of(start[journal]))
+                backlogs[journal] = max(0, head - offset)
         waiting = sum(backlogs.values())
         if (
             self.opts.min_bytes_per_trigger
@@ -361,7 +389,10 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for journal, nbytes in allowed.items():
             end[journal] = offset_of(end[journal]) + nbytes
         if self.opts.read_committed:
-            end = self._with_state(client, {j: start[j] if j in start else new[j] for j in end}, end)
+            # A re-created journal has no state yet: its batch only moves to its start.
+            origin = {j: new[j] if j in new else end[j] if j in renewed else start[j] for j in end}
+            end = self._with_state(client, origin, end)
+        end = {j: with_created(e, created.get(j, 0)) if j in heads else e for j, e in end.items()}
         if end != start:
             self._last_batch = time.monotonic()
         return end
@@ -414,7 +445,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             e = offset_of(end[journal])
             entry = start.get(journal, e if journal not in infos else -1)
             s = offset_of(entry)
-            if s == -1 or (s > e and journal in infos):  # -1: new; s > e: re-created (see _recreated)
+            # -1: new; s > e or another creation revision: re-created (see _recreated).
+            if s == -1 or (journal in infos and (s > e or not same_journal(entry, end[journal]))):
                 entry = s = self._earliest(client, journal) if s == -1 else e
             if s < e:
                 ranges.append((journal, s, e))
@@ -466,7 +498,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             weights.extend(hi - lo for lo, hi in spans)
         return pack(pieces, self.opts, weights)
 
-    def _confirmed_below(self, client, heads: dict[str, int], start: dict, new: dict) -> dict[str, int]:
+    def _confirmed_below(self, client, heads: dict[str, int], start: dict, new: Sequence[str]) -> dict[str, int]:
         """The write heads, asked of every route member, of the journals whose head in ``heads``
         is below the stream's offset in them. A head comes from one member, and Gazette reports
         a member's write head as the end of its fragment index: a broker that restarted and
@@ -474,7 +506,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         reaches it, below what the stream already read. Only the largest answer of all the
         members (:func:`~pyspark_gazette.client.heads.route_heads` with ``HeadMode.CONFIRMED``) tells a re-created journal
         from a stale member; when none answers, the journal waits at its offset (no new data
-        this trigger) and the next trigger asks again."""
+        this trigger) and the next trigger asks again. ``new``: journals not to ask (new, or
+        known re-created)."""
         below = [j for j, h in heads.items() if j not in new and h < offset_of(start[j])]
         out: dict[str, int] = {}
         for journal in below:
@@ -494,15 +527,24 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             out[journal] = confirmed
         return out
 
-    def _recreated(self, client, journal: str, offset: int, head: int) -> int:
-        """The rule for a journal whose write head is below the stream's offset in it (it was
-        deleted and re-created, and its offsets restarted): with ``failOnDataLoss`` (the default)
-        the query fails saying so; without, the stream goes on with the new journal from its
-        start, which this micro-batch moves to (reading nothing of it) and the next ones read."""
-        text = (
-            f"journal {journal!r}: its write head {head} is below the stream's offset {offset} in it: "
-            "the journal was deleted and re-created (its offsets restarted)"
-        )
+    def _recreated(self, client, journal: str, offset: int, head: int, created: tuple[int, int] | None = None) -> int:
+        """The rule for a journal that was deleted and re-created: listed with another creation
+        revision (``created``: the stream's and the listing's), or, where that is not known, with
+        its write head below the stream's offset in it (its offsets restarted). With
+        ``failOnDataLoss`` (the default) the query fails saying so; without, the stream goes on
+        with the new journal from its start, which this micro-batch moves to (reading nothing of
+        it) and the next ones read."""
+        if created is not None:
+            text = (
+                f"journal {journal!r}: it was created at Etcd revision {created[1]}, not {created[0]} as when "
+                f"the stream read it up to offset {offset}: the journal was deleted and re-created "
+                f"(its write head is now {head})"
+            )
+        else:
+            text = (
+                f"journal {journal!r}: its write head {head} is below the stream's offset {offset} in it: "
+                "the journal was deleted and re-created (its offsets restarted)"
+            )
         if self.opts.fail_on_data_loss:
             raise DataLossError(
                 text + "; set failOnDataLoss=false to read the new journal from its start", journal=journal
@@ -510,6 +552,22 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         earliest = self._earliest(client, journal)
         log.warning("%s; reading the new journal from offset %d (failOnDataLoss=false)", text, earliest)
         return earliest
+
+    def _went_back(self, journal: str, offset: int, head: int, created: int) -> int:
+        """The rule for a journal whose every member reports a write head below the stream's offset
+        while its creation revision is unchanged: it was not re-created, it lost content it had
+        acknowledged before persisting it (every broker holding it stopped). With
+        ``failOnDataLoss`` the query fails saying so; without, the stream goes on from the head,
+        where the journal's next appends go."""
+        text = (
+            f"journal {journal!r}: its write head {head} went back below the stream's offset {offset} in it "
+            f"(the journal was not re-created: its creation revision is still {created}): content it had "
+            "acknowledged was lost before it was persisted"
+        )
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(text + "; set failOnDataLoss=false to read on from its write head", journal=journal)
+        log.warning("%s; reading on from offset %d (failOnDataLoss=false)", text, head)
+        return head
 
     def _lost(self, journal: str, begin: int, end: int, why: str) -> None:
         text = f"journal {journal!r}: offsets [{begin}, {end}) cannot be read: {why}"
