@@ -24,15 +24,15 @@ from pyspark_gazette.spark.read import scan_ahead
 from pyspark_gazette.spark.read.committed import (
     CommittedFilter,
     CommittedStreamPartition,
-    FastWindow,
     WindowFilter,
-    _pruned,
-    _restored,
     advance,
     entry,
     offset_of,
+    pruned_states,
+    restored_states,
     state_of,
 )
+from pyspark_gazette.spark.read.committed_task import FastWindow
 from pyspark_gazette.spark.read.plan import Segment
 from pyspark_gazette.spark.read.scan_ahead import ScanAhead
 from pyspark_gazette.spark.read.segments import Messages
@@ -287,7 +287,7 @@ def test_the_fast_filter_and_state_scan_match_the_sequencer_exactly(ops, cuts, p
             want += emitted(slow, piece)
             got += emitted(fast, piece)
         assert got == want
-        states = _restored(state)
+        states = restored_states(state)
         for piece in pieces_of(batch, piece_cuts):
             m = messages(piece)
             producer, clock, flags = uuid_columns(m.values, NDJSON, OPTS.uuid_pointer)
@@ -295,7 +295,7 @@ def test_the_fast_filter_and_state_scan_match_the_sequencer_exactly(ops, cuts, p
         scan = Restored(lines, part, emit=False)
         if batch:
             scan.filter(messages(batch))
-        assert entry(end, _pruned(states)) == entry(end, scan.producer_states())
+        assert entry(end, pruned_states(states)) == entry(end, scan.producer_states())
 
 
 def test_the_fast_filter_reports_what_the_sequencer_reports(caplog):
@@ -344,12 +344,12 @@ def served(lines, piece_cuts, calls=None):
 
 def full_scan(lines, origin, end):
     """What :func:`scan_state` computes for the batch ``[origin, end)``."""
-    states = _restored(state_of(origin))
+    states = restored_states(state_of(origin))
     batch = [m for m in lines if offset_of(origin) <= m[0] < end]
     if batch:
         m = messages(batch)
         advance(states, *uuid_columns(m.values, NDJSON, OPTS.uuid_pointer), m.offsets.to_numpy())
-    return entry(end, _pruned(states))
+    return entry(end, pruned_states(states))
 
 
 @settings(max_examples=150, deadline=None)

@@ -14,8 +14,10 @@ yields the messages that are now committed, in order:
   with clock <= its own, in order, followed by the ACK itself. Messages of the span with a
   larger clock are rolled back.
 
-State per (journal, producer): ``min_clock`` (last ACK, exclusive minimum), ``max_clock``
-and ``begin``, the offset of the first message of the pending span (-1 if none). Recent
+The rule itself (the outcome of each message, and the producer's state after it) lives in
+:mod:`~pyspark_gazette.message.producer`, which every read-committed path shares; this module
+adds what emitting needs: per (journal, producer) a
+:class:`~pyspark_gazette.message.producer.ProducerState` with its span's envelopes. Recent
 envelopes sit in a ring buffer of ``ring_size``; a commit whose span starts before what the
 ring still holds needs a **replay**: :meth:`Sequencer.replay_range` gives ``(journal, begin,
 end)``, the caller re-reads those bytes and hands the envelopes to :meth:`Sequencer.replay`
@@ -35,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from pyspark_gazette.errors import SequencerError
 from pyspark_gazette.message.envelope import Envelope, Outcome
+from pyspark_gazette.message.producer import ProducerState, decide, reports
 from pyspark_gazette.message.uuids import Flags
 
 log = logging.getLogger(__name__)
@@ -43,19 +46,18 @@ CHECKPOINT_VERSION = 1
 DEFAULT_RING_SIZE = 1024
 
 
-class _Producer:
-    """Sequencing state of one (journal, producer)."""
+class _Producer(ProducerState):
+    """A :class:`ProducerState` with the ring sequence numbers of its open span's envelopes."""
 
-    __slots__ = ("journal", "producer", "min_clock", "max_clock", "begin", "ring")
+    __slots__ = ("journal", "producer", "ring")
 
-    def __init__(self, journal: str, producer: bytes, min_clock: int, max_clock: int, begin: int = -1):
+    def __init__(self, journal: str, producer: bytes, last_ack: int, max_clock: int, begin: int = -1):
+        super().__init__(last_ack, max_clock, begin)
         self.journal, self.producer = journal, producer
-        self.min_clock, self.max_clock, self.begin = min_clock, max_clock, begin
-        self.ring: deque[int] = deque()  # Ring sequence numbers of this span's envelopes.
+        self.ring: deque[int] = deque()
 
-    def reset(self, clock: int) -> None:
-        self.min_clock = self.max_clock = clock
-        self.begin = -1
+    def acked(self, clock: int) -> None:
+        super().acked(clock)
         self.ring.clear()
 
 
@@ -104,47 +106,16 @@ class Sequencer:
             if state is None:
                 state = self._producers[key] = _Producer(env.journal, env.producer, clock - 1, clock - 1)
 
-        if flags == Flags.CONTINUE_TXN:
-            if clock <= state.min_clock:
-                outcome = Outcome.CONTINUE_ALREADY_ACKED
-            elif clock <= state.max_clock:
-                outcome = Outcome.CONTINUE_DUPLICATE
-            else:
-                outcome = Outcome.CONTINUE_BEGIN_SPAN if state.begin == -1 else Outcome.CONTINUE_EXTEND_SPAN
-        elif flags == Flags.ACK_TXN:
-            if clock < state.min_clock:
-                self._log(
-                    env, state, "ACK_TXN below the last ACK: loss of exactly-once (an upstream checkpoint regressed)"
-                )
-                outcome = Outcome.ACK_ROLLBACK
-            elif clock == state.min_clock:
-                outcome = Outcome.ACK_ROLLBACK
-            elif state.begin == -1:
-                outcome = Outcome.ACK_EMPTY
-            elif state.ring and self._at(state.ring[0]).begin == state.begin:
-                outcome = Outcome.ACK_COMMIT_RING
-            else:
-                outcome = Outcome.ACK_COMMIT_REPLAY
-        else:
-            if flags != Flags.OUTSIDE_TXN:
-                self._log(env, state, f"unexpected UUID flags {flags:#x}, treated as OUTSIDE_TXN")
-            if clock <= state.min_clock:
-                outcome = Outcome.OUTSIDE_ALREADY_ACKED
-            else:
-                if state.begin != -1:
-                    self._log(env, state, "OUTSIDE_TXN discards a pending CONTINUE_TXN span of the same producer")
-                outcome = Outcome.OUTSIDE_COMMIT
+        outcome = decide(state, clock, flags)
+        for what in reports(state, clock, flags, outcome):
+            self._log(env, state, what)
+        if outcome is Outcome.ACK_COMMIT_RING and not (state.ring and self._at(state.ring[0]).begin == state.begin):
+            outcome = Outcome.ACK_COMMIT_REPLAY  # the span's start has left the ring
 
-        if outcome in (Outcome.OUTSIDE_ALREADY_ACKED, Outcome.CONTINUE_ALREADY_ACKED, Outcome.CONTINUE_DUPLICATE):
-            self._offsets[env.journal] = env.end
-        elif outcome in (Outcome.CONTINUE_BEGIN_SPAN, Outcome.CONTINUE_EXTEND_SPAN):
-            if outcome is Outcome.CONTINUE_BEGIN_SPAN:
-                state.begin = env.begin
-            self._push(env, state)
-            state.max_clock = clock
-            self._offsets[env.journal] = env.end
-        elif outcome is Outcome.ACK_ROLLBACK:
-            state.reset(clock)
+        if not outcome.commits:
+            if outcome in (Outcome.CONTINUE_BEGIN_SPAN, Outcome.CONTINUE_EXTEND_SPAN):
+                self._push(env, state)
+            state.apply(outcome, clock, env.begin)
             self._offsets[env.journal] = env.end
         else:
             # A commit. The read-through offset moves only once the sequence is dequeued, so a
@@ -214,7 +185,7 @@ class Sequencer:
                 if include_acks or not env.is_ack:
                     yield env
                 self._replay_head = None
-                emit.min_clock = env.clock
+                emit.last_ack = env.clock
             self._replay_it = None
             self._needs_replay = False
 
@@ -229,12 +200,12 @@ class Sequencer:
                 yield env
             emit.ring.popleft()
             if env.clock:
-                emit.min_clock = env.clock
+                emit.last_ack = env.clock
             last = env
 
         if last is not None:
             self._offsets[emit.journal] = last.end
-        emit.reset(emit.min_clock)
+        emit.acked(emit.last_ack)
         self._emit = None
 
     @staticmethod
@@ -242,7 +213,7 @@ class Sequencer:
         # Skip duplicates of what was already dequeued: expected while replaying, and in the
         # ring after a restore (the restored span's max clock is unknown, so re-sent copies
         # of its messages were queued), and messages past the ACK's clock (rolled back).
-        if env.clock != 0 and env.clock <= emit.min_clock:
+        if env.clock != 0 and env.clock <= emit.last_ack:
             return False
         return env.clock <= emit.max_clock
 
@@ -320,13 +291,13 @@ class Sequencer:
         if prune_horizon is not None and prune_horizon > 0:
             newest: dict[str, int] = {}
             for p in self._producers.values():
-                newest[p.journal] = max(newest.get(p.journal, 0), p.min_clock)
+                newest[p.journal] = max(newest.get(p.journal, 0), p.last_ack)
             horizon = int(prune_horizon * 10_000_000) << 4
             for key, p in list(self._producers.items()):
                 if p.max_clock < newest[p.journal] - horizon:
                     del self._producers[key]
         producers = [
-            {"journal": p.journal, "producer": p.producer.hex(), "last_ack": p.min_clock, "begin": p.begin}
+            {"journal": p.journal, "producer": p.producer.hex(), "last_ack": p.last_ack, "begin": p.begin}
             for p in sorted(self._producers.values(), key=lambda p: (p.journal, p.producer))
         ]
         return {"version": CHECKPOINT_VERSION, "offsets": dict(sorted(self._offsets.items())), "producers": producers}
@@ -351,7 +322,7 @@ class Sequencer:
 
     @staticmethod
     def _log(env: Envelope, st: _Producer, what: str) -> None:
-        log_sequencing_error(env, st.min_clock, st.max_clock, st.begin, what)
+        log_sequencing_error(env, st.last_ack, st.max_clock, st.begin, what)
 
 
 def log_sequencing_error(env: Envelope, last_ack: int, max_clock: int, begin: int, what: str) -> None:

@@ -84,12 +84,12 @@ from pyspark_gazette.spark.read.committed import (
     committed_partition,
     created_of,
     offset_of,
-    read_committed_batches,
     same_journal,
     scan_state,
     state_pieces,
     with_created,
 )
+from pyspark_gazette.spark.read.committed_task import read_committed_batches
 from pyspark_gazette.spark.read.pack import pack
 from pyspark_gazette.spark.read.plan import (
     GazettePartition,
