@@ -179,7 +179,9 @@ def test_non_blocking_read_at_head_and_blocking_read_woken_by_append(client, bro
         with pytest.raises(OffsetNotYetAvailableError):
             r.read()
     got: list[bytes] = []
-    with client.retry_reader("rw/b", -1, block=True) as r:
+    # From the write head the first read reached (4), not -1: a blocking read of -1 resolves the
+    # head when the broker gets it, which may be after the append below.
+    with client.retry_reader("rw/b", 4, block=True) as r:
         started = threading.Event()
 
         def read_one():
