@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve bench clean
+.PHONY: help quickstart test fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
