@@ -159,16 +159,16 @@ EMULATORS_IF_TOOLS := $(if $(shell command -v $(GO) 2>/dev/null),$(FAKE_GCS_BIN)
 # The cluster tier runs in a pytest process of its own: its driver JVM is bound to the tier's test
 # network, and pyspark would reuse that JVM for the local sessions of the other tiers.
 #
-# Everything but the cluster tier runs in TEST_WORKERS processes (pytest-xdist), a test file per
-# process at a time: by default one per core, at most 4 (each may start a JVM and brokers; CI
-# chooses its own count in .ci/run). TEST_WORKERS=0 runs them in this process, one at a time.
+# Everything but the cluster tier runs in TEST_WORKERS processes (pytest-xdist), a test at a
+# time (a module sharing a module-scoped fixture, whole; tests/conftest.py): by default one per
+# core, at most 4 (each may start a JVM and brokers; CI chooses its own count in .ci/run).
+# TEST_WORKERS=0 runs them in this process, one at a time.
 # Tests that load the machine on purpose (CPU burners, marked `exclusive`) run alone afterwards, so they
 # slow no other test.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); if [ "$$n" -gt 4 ]; then n=4; fi; echo $$n)
-# --no-loadscope-reorder: files start in the order tests/conftest.py sorts them (longest first);
-# by default xdist starts the files with the most tests first, which left the two-test chaos
-# file (~9 min) to the end of the run, one process working and the other idle.
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+# --no-loadscope-reorder: tests start in the order tests/conftest.py sorts them (slow ones and
+# whole modules first); by default xdist starts the largest groups first, whatever their length.
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 #
 # The cluster tier runs last. Its tests mostly wait on their cluster (workers started, killed and

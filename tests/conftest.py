@@ -45,27 +45,6 @@ _TIER_BY_DIR = {
 }
 
 
-#: The longest test files (tens of seconds to minutes each, from `--durations` of CI runs) go
-#: first: with the files shared out between parallel processes (pytest-xdist), a long file
-#: started last would leave the other process idle at the end.
-LONGEST_FIRST = [
-    "notebooks/test_notebooks.py",
-    "spark/test_stream_chaos.py",
-    "spark/test_write.py",
-    "spark/test_read.py",
-    "spark/test_connect.py",
-    "spark/test_installed_package.py",
-    "spark/test_quickstart.py",
-    "spark/test_stream_sink.py",
-    "oracle/test_failover_gazette.py",
-    "oracle/test_transactional_writes_oracle.py",
-    "fuzz/test_fuzz_text.py",
-    "oracle/test_auth_oracle.py",
-    "oracle/test_read_committed_oracle.py",
-    "oracle/test_flow_collection_oracle.py",
-]
-
-
 def _runs_on_real_gazette(item, rel: pathlib.PurePath) -> bool:
     """The rule for the ``real_gazette`` marker: the tests of tests/gazette/, and the cases whose
     id has a ``gazette`` part (``[gazette]``, ``[gazette-ndjson]``: the real-Gazette case of a
@@ -76,7 +55,23 @@ def _runs_on_real_gazette(item, rel: pathlib.PurePath) -> bool:
     return callspec is not None and "gazette" in callspec.id.split("-")
 
 
+def _shares_module_fixture(item) -> bool:
+    """Whether the test uses a fixture set up once per module (a built wheel, a Spark Connect
+    server, a Gazette cluster): its module's tests then run in one test process."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope in ("module", "class", "package") for ds in defs for d in ds)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
+    """Markers by directory and by the real-Gazette rule; the order parallel test processes
+    take tests in (``make test`` runs them with ``--dist loadgroup --no-loadscope-reorder``).
+
+    Tests are shared out one at a time, except that a module whose tests share a module-scoped
+    fixture goes to one process whole (an ``xdist_group``). Those modules and the tests marked
+    ``slow`` start first, so no long one is left to the end with the other processes idle."""
+    first: set[int] = set()
     for item in items:
         rel = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
         marker = _TIER_BY_DIR.get(rel.parts[0]) if len(rel.parts) > 1 else None
@@ -84,13 +79,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, marker))
         if _runs_on_real_gazette(item, rel):
             item.add_marker(pytest.mark.real_gazette)
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-
-    def order(item) -> int:
-        rel = pathlib.Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").as_posix()
-        return rank.get(rel, len(rank))
-
-    items.sort(key=order)  # stable: the other files, and the tests within each, keep their order
+        if _shares_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(name=rel.as_posix()))
+            first.add(id(item))
+        elif item.get_closest_marker("slow"):
+            first.add(id(item))
+    items.sort(key=lambda item: id(item) not in first)  # stable: otherwise in collection order
 
 
 @pytest.fixture(scope="session")
