@@ -35,9 +35,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyspark_gazette import native
 from pyspark_gazette.errors import MessageDecodeError
 from pyspark_gazette.native import NATIVE_ENV
-from pyspark_gazette.spark.read import typed
 from pyspark_gazette.spark.read.typed import TypedDecoder
 from pyspark_gazette.spark.write.encode import json_lines
 from required_tools import missing_tool
@@ -162,7 +162,7 @@ def outcome(dec: TypedDecoder, values: pa.Array):
 
 @pytest.fixture
 def scanner(monkeypatch):
-    if typed._jsonscan is None:
+    if native.module is None:
         missing_tool(
             "the C extension pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)"
         )

@@ -204,9 +204,10 @@ NESTED_LINES = [
 def test_decoder_batches_equal_spark_json(spark, tmp_path, schema, extra):
     from pyspark.sql.datasource import DataSource, DataSourceReader
 
+    from pyspark_gazette import native
     from pyspark_gazette.spark.read import typed
 
-    if schema is not SCHEMA and typed._jsonscan is None:
+    if schema is not SCHEMA and native.module is None:
         missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     assert (typed.TypedDecoder(schema)._scan_plan is not None) == (schema is not SCHEMA)
     lines = (LINES + extra) * 3

@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyspark_gazette import native
 from pyspark_gazette.errors import MessageDecodeError, OptionError
 from pyspark_gazette.spark.read.typed import TypedDecoder
 from required_tools import missing_tool
@@ -751,7 +752,7 @@ def scanner():
     """The C scanner must be built wherever tests run in CI (a skip fails there: tests/required_tools.py)."""
     from pyspark_gazette.spark.read import typed
 
-    if typed._jsonscan is None:
+    if native.module is None:
         missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     return typed
 
@@ -1182,9 +1183,7 @@ def scan_record(draw) -> bytes:
 def test_scanner_equals_the_pure_python_path(docs):
     """The differential property: whatever the records, the C scanner's batches (and errors, and
     FAILFAST's record index) equal the pure-Python path's, in every mode."""
-    from pyspark_gazette.spark.read import typed
-
-    if typed._jsonscan is None:
+    if native.module is None:
         missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     assert_same(SCAN, docs)
 
@@ -1322,9 +1321,7 @@ def nested_record(draw) -> bytes:
 def test_scanner_equals_the_pure_python_path_nested(docs):
     """The differential property on structs and arrays (NESTED): the scanner's batches, errors
     and FAILFAST index equal the pure-Python path's in every mode."""
-    from pyspark_gazette.spark.read import typed
-
-    if typed._jsonscan is None:
+    if native.module is None:
         missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     assert_same(NESTED, docs)
 
