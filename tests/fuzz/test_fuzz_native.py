@@ -14,7 +14,6 @@ from __future__ import annotations
 import decimal
 import json
 import os
-import struct
 
 import pyarrow as pa
 import pytest
@@ -41,6 +40,7 @@ from pyspark_gazette.native import NATIVE_ENV
 from pyspark_gazette.spark.read.typed import TypedDecoder
 from pyspark_gazette.spark.write.encode import json_lines
 from required_tools import missing_tool
+from typedjson import exact
 
 NATIVE_EXAMPLES = int(os.environ.get("GAZETTE_FUZZ_NATIVE_EXAMPLES", "400"))
 FUZZ_NATIVE = settings(
@@ -124,17 +124,6 @@ def record(draw) -> bytes:
         at = draw(st.integers(0, len(text) - 1))
         text = text[:at] + draw(st.binary(min_size=0, max_size=1)) + text[at + 1 :] * draw(st.integers(0, 1))
     return text
-
-
-def exact(v):
-    """Values compared exactly: floats by their bits (NaN, -0.0)."""
-    if isinstance(v, float):
-        return ("float", struct.pack("<d", v))
-    if isinstance(v, dict):
-        return {k: exact(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [exact(x) for x in v]
-    return v
 
 
 def numbers(batch: pa.RecordBatch) -> list:

@@ -64,7 +64,10 @@ and anything. Examples (``TimestampType``; UTC where no zone is given):
 ``1700000000`` (a JSON integer)       accepted: epoch seconds (zoned timestamps only)
 ``2024-01-02T03:04Z``                 malformed: a zone needs seconds
 ``2024-01-02T03:04:05+18:30``         malformed: an offset past 18:00
-``2024-02-30``, ``0000-01-01``        malformed: no such date, year 0
+``2024-02-30``                        malformed: no such date
+``0000-01-01``                        malformed by the per-record rules (years 1-9999); but
+                                      pyarrow's parse and cast take year 0 in the common form
+                                      (a known disagreement between the engines)
 ``2024-01-02T24:00:00``               malformed: hour 24
 ====================================  =========================================================
 
@@ -74,7 +77,7 @@ ranges: the C scanner (``parse_ts`` in ``_native/scan.c``) takes exactly it, and
 vectorised conversion takes it with up to six fraction digits and ``+-hh:mm`` zones
 (:data:`TS_RE`, :data:`NTZ_RE`, :data:`DATE_RE`); pyarrow's own ISO-8601 parser takes two forms
 more than Spark, which :data:`PYARROW_ONLY_TS` finds. Everything else goes to the per-record
-rules (:data:`_TS_PY`, :func:`_ts_conv`). tests/unit/test_spark_timestamps.py runs one table of
+rules (:data:`_TS_PY`, :func:`_ts_conv`). tests/unit/test_spark_typed_timestamps.py runs one table of
 accepted and rejected strings through all three engines.
 """
 
