@@ -10,27 +10,27 @@ the ``mode`` semantics of ``spark.read.schema(s).json(path)``:
 * DROPMALFORMED: malformed records are dropped. FAILFAST: the first one raises
   :class:`~pyspark_gazette.errors.MessageDecodeError` naming its index in the batch.
 
-C scanner: where the optional extension ``pyspark_gazette._jsonscan`` is built (setup.py,
-``_native/scan.c``) and every JSON field of the schema is a string, integer (long, int,
-short, byte), double, float, boolean, timestamp, timestamp without zone or date, or a struct or
-array of those (at any depth up to 8 levels; struct field names unique), the batch is first
-scanned in C, straight from the array's buffers into Arrow buffers. It takes a record only when
-certain of Spark's value by Spark's rules (:mod:`.json_rules`): an object whose values for the schema's fields
-are strings (escapes, surrogate pairs, UTF-8 checked), JSON integers in range, numbers
-(correctly rounded; Float once from the text, as pyarrow's reader), booleans, nulls;
-timestamps as integer epoch seconds or strings of the common form (:mod:`.json_rules`: zones
-only on zoned timestamps), dates as ``yyyy-mm-dd`` optionally followed by ``T`` or a space and
-anything; structs as objects or null (fields matched by exact name, missing ones
-null, an empty object a struct of nulls), arrays as arrays or null (null elements kept); other
-fields skipped (any JSON, checked, never built). Every other record (another JSON type for a
-field, a struct or array given as anything else, an element or struct field that does not
-convert, a struct or array key given twice in one object, malformed JSON, an overflow, another
-timestamp form, escapes in keys, a lone surrogate, ``NaN``, a top-level array, invalid UTF-8
-anywhere in it, ...) goes, with its index, to the pure-Python path as a sub-batch, so the
-modes, partial results and the corrupt column stay the same. Schemas with any other type (maps,
-decimals, binary, at any depth) take the pure-Python path for the whole batch; so do decoders
-whose batches mostly fell back, after four batches. ``PYSPARK_GAZETTE_NATIVE_JSON=0`` (read by
-each decoder) turns the scanner off.
+C scanner (:mod:`.typed_native`): where the optional extension ``pyspark_gazette._jsonscan`` is
+built (setup.py, ``_native/scan.c``) and every JSON field of the schema is a string, integer
+(long, int, short, byte), double, float, boolean, timestamp, timestamp without zone or date, or
+a struct or array of those (at any depth up to 8 levels; struct field names unique), the batch
+is first scanned in C, straight from the array's buffers into Arrow buffers. It takes a record
+only when certain of Spark's value by Spark's rules (:mod:`.json_rules`): an object whose values
+for the schema's fields are strings (escapes, surrogate pairs, UTF-8 checked), JSON integers in
+range, numbers (correctly rounded; Float once from the text, as pyarrow's reader), booleans,
+nulls; timestamps as integer epoch seconds or strings of the common form (:mod:`.json_rules`:
+zones only on zoned timestamps), dates as ``yyyy-mm-dd`` optionally followed by ``T`` or a space
+and anything; structs as objects or null (fields matched by exact name, missing ones null, an
+empty object a struct of nulls), arrays as arrays or null (null elements kept); other fields
+skipped (any JSON, checked, never built). Every other record (another JSON type for a field, a
+struct or array given as anything else, an element or struct field that does not convert, a
+struct or array key given twice in one object, malformed JSON, an overflow, another timestamp
+form, escapes in keys, a lone surrogate, ``NaN``, a top-level array, invalid UTF-8 anywhere in
+it, ...) goes, with its index, to the pure-Python path as a sub-batch, so the modes, partial
+results and the corrupt column stay the same. Schemas with any other type (maps, decimals,
+binary, at any depth) take the pure-Python path for the whole batch; so do decoders whose
+batches mostly fell back, after four batches. ``PYSPARK_GAZETTE_NATIVE_JSON=0`` (read by each
+decoder) turns the scanner off.
 
 Pure-Python path (:mod:`.typed_arrow`): pyarrow's JSON reader over the batch with an explicit
 schema of the JSON fields, its values checked and converted vectorised; records it cannot be
@@ -56,10 +56,10 @@ from pyspark.sql.types import StringType, StructType
 
 from pyspark_gazette.errors import MessageDecodeError, OptionError
 from pyspark_gazette.message import jsondoc
-from pyspark_gazette.native import NATIVE_ENV, extension  # noqa: F401  (NATIVE_ENV: named here too)
+from pyspark_gazette.native import NATIVE_ENV  # noqa: F401  (named here too)
 from pyspark_gazette.spark.read.json_rules import DECODER, JSON_WS, converter, excerpt, struct_values, why_malformed
 from pyspark_gazette.spark.read.typed_arrow import ArrowPath
-from pyspark_gazette.spark.read.typed_native import NativePath, Piece, native_available  # noqa: F401
+from pyspark_gazette.spark.read.typed_native import NativePath, Piece, native_available  # noqa: F401  (named here too)
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 RESERVED_KINDS = frozenset({"journal", "offset", "uuid", "producer", "clock", "flags", "mod_time", "timestamp"})
@@ -100,6 +100,8 @@ class TypedDecoder(ArrowPath, NativePath):
     # -- per record --------------------------------------------------------------------------
 
     def _records(self, values: pa.Array, indices: Iterable[int], pieces: list[Piece]) -> None:
+        """The per-record rules (:mod:`.json_rules`) over the records at ``indices``, as one
+        piece: the last engine, which defers nothing."""
         rows: list[dict | None] = []
         src: list[int] = []
         corrupt: list[bool] = []
