@@ -71,14 +71,15 @@ and anything. Examples (``TimestampType``; UTC where no zone is given):
 ``2024-01-02T24:00:00``               malformed: hour 24
 ====================================  =========================================================
 
-The *common form* (:data:`COMMON_DATE`, :data:`COMMON_TIME`, :data:`COMMON_ZONE`) is
-``yyyy-mm-dd`` or ``yyyy-mm-dd(T|space)hh:mm:ss[.fraction][Z|+-hh:mm|+-hhmm]`` with the same
-ranges: the C scanner (``parse_ts`` in ``_native/scan.c``) takes exactly it, and the pyarrow path's
-vectorised conversion takes it with up to six fraction digits and ``+-hh:mm`` zones
-(:data:`TS_RE`, :data:`NTZ_RE`, :data:`DATE_RE`); pyarrow's own ISO-8601 parser takes two forms
-more than Spark, which :data:`PYARROW_ONLY_TS` finds. Everything else goes to the per-record
-rules (:data:`_TS_PY`, :func:`_ts_conv`). tests/unit/test_spark_typed_timestamps.py runs one table of
-accepted and rejected strings through all three engines.
+The *common form* is ``yyyy-mm-dd`` or ``yyyy-mm-dd(T|space)hh:mm:ss[.fraction][zone]`` with a
+zone ``Z``, ``+-hh:mm`` or ``+-hhmm`` and the ranges above (parts :data:`COMMON_DATE`,
+:data:`COMMON_TIME`). The C scanner (``parse_ts`` in ``_native/scan.c``) takes exactly it; the
+pyarrow path's vectorised conversion takes it with up to six fraction digits and ``Z`` or
+``+-hh:mm`` zones (:data:`COMMON_FRACTION`, :data:`COMMON_ZONE`; :data:`TS_RE`, :data:`NTZ_RE`,
+:data:`DATE_RE`); pyarrow's own ISO-8601 parser takes two forms more than Spark, which
+:data:`PYARROW_ONLY_TS` finds (and year 0, which it does not). Everything else goes to the
+per-record rules (:data:`_TS_PY`, :func:`_ts_conv`). tests/unit/test_spark_typed_timestamps.py
+runs one table of accepted and rejected strings through all three engines.
 """
 
 from __future__ import annotations

@@ -1,24 +1,22 @@
 """The pyarrow engine of typed reads: pyarrow's JSON reader, and the conversions after it.
 
-
 The pure-Python path: the batch is parsed by ``pyarrow.json`` with an explicit schema of only
 the schema's fields (fields outside it are skipped by the parser, never materialised). Zoned
 timestamps (``TimestampType``) are parsed natively by pyarrow's ISO-8601 parser; the two forms
 it takes that Spark rejects (a zone without seconds, an offset past 18:00) are found by one
-vectorised regex over the records (:data:`~.json_rules.PYARROW_ONLY_TS`) and left to the per-record rules, and a
-block with a form only Spark takes (``2024-1-2 3:4:5``) is parsed again with timestamps as
-strings. Dates, ``TimestampNTZ`` and binary are read as strings and converted afterwards
-(vectorised, for the common ISO-8601 forms). ``MapType`` fields, which pyarrow cannot parse, are
-converted in Python from one parse of each record beside pyarrow's columns: a top-level map
-whole; a map in a struct (at any depth of structs) along its path, pyarrow parsing the struct
-without it and the struct rebuilt with the map in place (a record whose map does not convert
-takes the per-record rules). Records with invalid UTF-8 (which pyarrow passes through inside
-strings) take the per-record rules. Any record pyarrow rejects is found by re-parsing parts of
-the failing range (the failing record itself when pyarrow names its row, sixteenths otherwise),
-and records in small failing ranges (or with unusual values) are converted one by one in Python
-following Spark's rules; so pyarrow only ever accepts records Spark accepts with the same
-values.
-
+vectorised regex over the records (:data:`~.json_rules.PYARROW_ONLY_TS`) and left to the
+per-record rules, and a block with a form only Spark takes (``2024-1-2 3:4:5``) is parsed again
+with timestamps as strings. Dates, ``TimestampNTZ`` and binary are read as strings and converted
+afterwards (vectorised, for the common form of :mod:`.json_rules`). ``MapType`` fields, which
+pyarrow cannot parse, are converted in Python from one parse of each record beside pyarrow's
+columns: a top-level map whole; a map in a struct (at any depth of structs) along its path,
+pyarrow parsing the struct without it and the struct rebuilt with the map in place (a record
+whose map does not convert takes the per-record rules). Records with invalid UTF-8 (which
+pyarrow passes through inside strings) take the per-record rules. Any record pyarrow rejects is
+found by re-parsing parts of the failing range (the failing record itself when pyarrow names its
+row, sixteenths otherwise), and records in small failing ranges (or with unusual values) are
+converted one by one in Python following Spark's rules; so pyarrow only ever accepts records
+Spark accepts with the same values (but see year 0 in :mod:`.json_rules`).
 
 Records pyarrow cannot be trusted with are deferred (a ``bad`` mask) to the per-record rules of
 :mod:`.json_rules`, as :mod:`.typed_native` states the protocol.
@@ -330,8 +328,8 @@ class ArrowPath:
         (``exact``), where pyarrow's "in row N" names the failing record exactly: the records
         before it are parsed again, it goes to the per-record rules, and parsing resumes after
         it. Errors without a row (a number that does not convert) re-parse sixteenths; in a
-        native timestamp parse (``native``, see :data:`PYARROW_ONLY_TS`) they re-parse the range with
-        timestamps as strings first.
+        native timestamp parse (``native``, see :data:`PYARROW_ONLY_TS`) they re-parse the range
+        with timestamps as strings first.
         """
         if native is None:
             native = self._native and not (
