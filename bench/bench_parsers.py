@@ -61,9 +61,9 @@ def pieces(data: bytes, piece: int) -> list[pa.Array]:
 
 
 def joined(v: pa.Array) -> pa.Buffer:
-    from pyspark_gazette.spark.read.typed import _join_lines
+    from pyspark_gazette.spark.read.typed_arrow import join_lines
 
-    return _join_lines(v)
+    return join_lines(v)
 
 
 def _split(ddl: str) -> list[str]:

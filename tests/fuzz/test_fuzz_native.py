@@ -14,7 +14,6 @@ from __future__ import annotations
 import decimal
 import json
 import os
-import struct
 
 import pyarrow as pa
 import pytest
@@ -35,12 +34,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyspark_gazette import native
 from pyspark_gazette.errors import MessageDecodeError
 from pyspark_gazette.native import NATIVE_ENV
-from pyspark_gazette.spark.read import typed
 from pyspark_gazette.spark.read.typed import TypedDecoder
 from pyspark_gazette.spark.write.encode import json_lines
 from required_tools import missing_tool
+from typedjson import exact
 
 NATIVE_EXAMPLES = int(os.environ.get("GAZETTE_FUZZ_NATIVE_EXAMPLES", "400"))
 FUZZ_NATIVE = settings(
@@ -126,17 +126,6 @@ def record(draw) -> bytes:
     return text
 
 
-def exact(v):
-    """Values compared exactly: floats by their bits (NaN, -0.0)."""
-    if isinstance(v, float):
-        return ("float", struct.pack("<d", v))
-    if isinstance(v, dict):
-        return {k: exact(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [exact(x) for x in v]
-    return v
-
-
 def numbers(batch: pa.RecordBatch) -> list:
     """Timestamps and dates as numbers (pyarrow takes years Python's datetime cannot hold)."""
     cols = []
@@ -162,7 +151,7 @@ def outcome(dec: TypedDecoder, values: pa.Array):
 
 @pytest.fixture
 def scanner(monkeypatch):
-    if typed._jsonscan is None:
+    if native.module is None:
         missing_tool(
             "the C extension pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)"
         )

@@ -204,9 +204,10 @@ NESTED_LINES = [
 def test_decoder_batches_equal_spark_json(spark, tmp_path, schema, extra):
     from pyspark.sql.datasource import DataSource, DataSourceReader
 
+    from pyspark_gazette import native
     from pyspark_gazette.spark.read import typed
 
-    if schema is not SCHEMA and typed._jsonscan is None:
+    if schema is not SCHEMA and native.module is None:
         missing_tool("the C scanner pyspark_gazette._jsonscan is not installed (setup.py builds it with a C compiler)")
     assert (typed.TypedDecoder(schema)._scan_plan is not None) == (schema is not SCHEMA)
     lines = (LINES + extra) * 3
@@ -289,12 +290,12 @@ def test_edge_values_equal_spark_json_whatever_the_batch(spark, tmp_path, monkey
     """Each line decoded alone, beside a malformed record (the per-record rules), and among
     plain records (pyarrow's reader, the scanner) equals ``spark.read.json`` of that line:
     float32 midpoints, -0, nesting past Spark's 1,000 levels."""
-    import struct
 
     import pyarrow as pa
 
     from pyspark_gazette.native import NATIVE_ENV
     from pyspark_gazette.spark.read.typed import TypedDecoder
+    from typedjson import exact
 
     if native == "1":
         pytest.importorskip("pyspark_gazette._jsonscan")
@@ -303,9 +304,6 @@ def test_edge_values_equal_spark_json_whatever_the_batch(spark, tmp_path, monkey
     path.write_text("\n".join(EDGE_LINES) + "\n")
     expected = [r.asDict() for r in spark.read.schema(EDGE_SCHEMA).json(str(path)).collect()]
     others = {"alone": [], "malformed": [b'{"a":"x"}'], "plain": [b'{"a":0,"f":1.5,"d":2.5}'] * 100}[beside]
-
-    def exact(row):
-        return {k: struct.pack("<d", v) if isinstance(v, float) else v for k, v in row.items()}
 
     for line, want in zip(EDGE_LINES, expected, strict=True):
         batch = TypedDecoder(EDGE_SCHEMA).decode(pa.array([line.encode(), *others], pa.binary()), {})

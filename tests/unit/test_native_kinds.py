@@ -23,12 +23,15 @@ def test_the_extension_exports_the_kinds_python_falls_back_to():
 def test_typed_reads_and_writes_take_their_kinds_from_native():
     from pyspark.sql.types import DateType, StringType
 
-    from pyspark_gazette.spark.read import typed
+    from pyspark_gazette.spark.read import typed_native
     from pyspark_gazette.spark.write import encode
 
-    assert typed._NATIVE_KINDS[StringType] == native.SCAN_KINDS["string"]
-    assert typed._NATIVE_KINDS[DateType] == native.SCAN_KINDS["date"]
-    assert (typed._SCAN_STRUCT, typed._SCAN_LIST) == (native.SCAN_KINDS["struct"], native.SCAN_KINDS["list"])
+    assert typed_native.NATIVE_KINDS[StringType] == native.SCAN_KINDS["string"]
+    assert typed_native.NATIVE_KINDS[DateType] == native.SCAN_KINDS["date"]
+    assert (typed_native.SCAN_STRUCT, typed_native.SCAN_LIST) == (
+        native.SCAN_KINDS["struct"],
+        native.SCAN_KINDS["list"],
+    )
     assert (encode._RAW, encode._DECIMAL) == (native.PART_KINDS["raw"], native.PART_KINDS["decimal"])
 
 
