@@ -65,9 +65,7 @@ and anything. Examples (``TimestampType``; UTC where no zone is given):
 ``2024-01-02T03:04Z``                 malformed: a zone needs seconds
 ``2024-01-02T03:04:05+18:30``         malformed: an offset past 18:00
 ``2024-02-30``                        malformed: no such date
-``0000-01-01``                        malformed by the per-record rules (years 1-9999); but
-                                      pyarrow's parse and cast take year 0 in the common form
-                                      (a known disagreement between the engines)
+``0000-01-01``                        malformed: years 1-9999 (a deviation from Spark, above)
 ``2024-01-02T24:00:00``               malformed: hour 24
 ====================================  =========================================================
 
@@ -76,8 +74,8 @@ zone ``Z``, ``+-hh:mm`` or ``+-hhmm`` and the ranges above (parts :data:`COMMON_
 :data:`COMMON_TIME`). The C scanner (``parse_ts`` in ``_native/scan.c``) takes exactly it; the
 pyarrow path's vectorised conversion takes it with up to six fraction digits and ``Z`` or
 ``+-hh:mm`` zones (:data:`COMMON_FRACTION`, :data:`COMMON_ZONE`; :data:`TS_RE`, :data:`NTZ_RE`,
-:data:`DATE_RE`); pyarrow's own ISO-8601 parser takes two forms more than Spark, which
-:data:`PYARROW_ONLY_TS` finds (and year 0, which it does not). Everything else goes to the
+:data:`DATE_RE`); pyarrow's own ISO-8601 parser takes three forms more, which
+:data:`PYARROW_ONLY_TS` finds. Everything else goes to the
 per-record rules (:data:`_TS_PY`, :func:`_ts_conv`). tests/unit/test_spark_typed_timestamps.py
 runs one table of accepted and rejected strings through all three engines.
 """
@@ -124,7 +122,9 @@ from pyspark_gazette.message import jsondoc
 #: Between the date and the time: ``T`` or one space.
 SEP = "[T ]"
 #: The common form's parts (fixed widths; ranges checked by the parse, or by the cast after it).
-COMMON_DATE = r"\d{4}-\d{2}-\d{2}"
+#: Years 0001-9999 (pyarrow's parse and cast would take year 0, which the per-record rules reject).
+COMMON_YEAR = r"(?:000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d{3})"
+COMMON_DATE = COMMON_YEAR + r"-\d{2}-\d{2}"
 COMMON_TIME = r"\d{2}:\d{2}:\d{2}"
 #: Fraction digits pyarrow's cast takes (microseconds; the C scanner takes any number).
 COMMON_FRACTION = r"(\.\d{1,6})?"
@@ -138,14 +138,16 @@ TS_ZONED_RE = f"({COMMON_ZONE})$"
 NTZ_RE = f"^{COMMON_DATE}{SEP}{COMMON_TIME}{COMMON_FRACTION}$"
 DATE_RE = f"^{COMMON_DATE}$"
 
-#: Zoned timestamps are parsed by pyarrow's ISO-8601 parser, which also takes two forms Spark
-#: rejects: a zone after the hour or minutes (no seconds), and offsets past 18:00. Records whose
+#: Zoned timestamps are parsed by pyarrow's ISO-8601 parser, which also takes three forms the
+#: per-record rules reject: a zone after the hour or minutes (no seconds), offsets past 18:00, and
+#: year 0. Records whose
 #: text has anything like either (a false positive only costs the per-record rules), or an
 #: escaped ASCII character that could spell one, go to the per-record rules.
 PYARROW_ONLY_TS = (
     rf"\d{SEP}\d\d(:\d\d)?[Z+-]"  # a zone without seconds
     r'|:\d\d(\.\d*)?[+-](1[89]|[2-9]\d)(:?\d\d)?"'  # an offset of 18 hours or more
     r"|\\u00[2-5]"  # an escaped digit, sign, colon, letter...
+    r'|"[+-]?0000-'  # year 0
 )
 
 # Spark's whole grammar (the per-record rules), each part optional after the one before.
