@@ -135,6 +135,7 @@ def test_a_cleanly_closed_stream_restarts_at_once_from_the_current_offset(script
 class ScriptedAppender:
     script: list = []
     sent: list[bytes] = []
+    endpoint = ""  # never started: the retry forgets the route, no endpoint in particular
 
     def __init__(self, conns, journal, **params):
         self.journal = journal

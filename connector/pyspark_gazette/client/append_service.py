@@ -225,6 +225,50 @@ class AsyncAppend:
         else:
             self.rollback()
 
+    # -- the link's place in its chain (the callers hold the chain's condition) ----------------
+
+    @property
+    def key(self) -> bytes:
+        """The request's parameters, serialized: writers join a link only with the same ones."""
+        return self._key
+
+    @property
+    def size(self) -> int:
+        """Bytes released to this link so far."""
+        return self._checkpoint
+
+    @property
+    def touched(self) -> bool:
+        """Whether a writer has released (or rolled back) since the link was made."""
+        return self._touched
+
+    def accepts(self, key: bytes, dependencies: frozenset[AsyncAppend], max_batch: int) -> bool:
+        """Whether a writer of request ``key`` with ``dependencies`` may join this link."""
+        return (
+            not self._sealed and self._spool.size < max_batch and self._key == key and dependencies <= self.dependencies
+        )
+
+    def full(self, max_batch: int) -> bool:
+        """Whether the link takes no more writes until it is sent (it holds ``max_batch`` bytes)."""
+        return not self._sealed and self._spool.size >= max_batch
+
+    def take(self) -> bool:
+        """Lock the link for the caller's writes; false (and not locked) if it was sealed first."""
+        self._writer.acquire()
+        if not self._sealed:
+            return True
+        self._writer.release()
+        return False
+
+    def seal(self) -> None:
+        """The dispatcher's: wait for a writer in progress, then let no one else join."""
+        with self._writer:
+            self._sealed = True
+
+    def chunks(self, size: int, chunk: int) -> Iterable[bytes | memoryview]:
+        """The first ``size`` bytes of the link, ``chunk`` bytes at a time."""
+        return self._spool.chunks(size, chunk)
+
     # -- results ----------------------------------------------------------------------------
 
     def done(self) -> bool:
@@ -250,11 +294,28 @@ class AsyncAppend:
 
 
 class _Chain:
+    """One journal's links, oldest (in flight) first, and the one condition that guards them. It
+    is notified on every change of the chain: a link added, released, sealed or sent, a writer
+    waiting for room, the journal's terminal error, the service closing."""
+
     def __init__(self) -> None:
         self.links: collections.deque[AsyncAppend] = collections.deque()
         self.cond = threading.Condition()
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
+
+    def join(self, request: pb.AppendRequest, key: bytes, deps: frozenset[AsyncAppend], max_batch: int) -> AsyncAppend:
+        """The link a writer joins: the tail if it accepts it, else a new tail (the caller holds
+        ``cond``). A new link inherits the dependencies of a tail with the same parameters, so
+        appends keep their order behind what the journal's earlier writes waited for."""
+        tail = self.links[-1] if self.links else None
+        if tail is not None and tail.accepts(key, deps, max_batch):
+            return tail
+        inherited = tail.dependencies if tail is not None and tail.key == key else frozenset()
+        tail = AsyncAppend(request.journal, request, deps | inherited, self.cond)
+        self.links.append(tail)
+        self.cond.notify_all()
+        return tail
 
 
 class AppendService:
@@ -281,52 +342,48 @@ class AppendService:
         so a caller must not hold another link of this service while it starts one.
         """
         request = append_request(journal, **params)
+        key = request.SerializeToString(deterministic=True)
         deps = frozenset(dependencies)
         while True:
-            with self._mu:
-                if self._closing:
-                    raise GazetteError("append service is closed")
-                chain = self._chains.get(journal)
-                if chain is None:
-                    chain = self._chains[journal] = _Chain()
-                    chain.thread = threading.Thread(
-                        target=self._dispatch, args=(journal, chain), name=f"gazette-append-{journal}", daemon=True
-                    )
-                    chain.thread.start()
+            chain = self._chain(journal)
             with chain.cond:
-                while self._full_behind_another(chain):
-                    self.waits_for_room += 1
-                    chain.cond.notify_all()  # for observers of waits_for_room
-                    chain.cond.wait()
-                if chain.error is not None:
-                    raise chain.error
-                if self._closing:
-                    raise GazetteError("append service is closed")
-                tail = chain.links[-1] if chain.links else None
-                key = request.SerializeToString(deterministic=True)
-                if (
-                    tail is None
-                    or tail._sealed
-                    or tail._spool.size >= self._max_batch
-                    or tail._key != key
-                    or not deps <= tail.dependencies
-                ):
-                    inherited = tail.dependencies if tail is not None and tail._key == key else frozenset()
-                    tail = AsyncAppend(journal, request, deps | inherited, chain.cond)
-                    chain.links.append(tail)
-                    chain.cond.notify_all()
-            tail._writer.acquire()
-            if not tail._sealed:
-                return tail
-            tail._writer.release()  # the dispatcher took it meanwhile; join the next link
+                self._wait_for_room(chain)
+                link = chain.join(request, key, deps, self._max_batch)
+            if link.take():
+                return link
+            # The dispatcher sealed it meanwhile; join the next link.
+
+    def _chain(self, journal: str) -> _Chain:
+        with self._mu:
+            if self._closing:
+                raise GazetteError("append service is closed")
+            chain = self._chains.get(journal)
+            if chain is None:
+                chain = self._chains[journal] = _Chain()
+                chain.thread = threading.Thread(
+                    target=self._dispatch, args=(journal, chain), name=f"gazette-append-{journal}", daemon=True
+                )
+                chain.thread.start()
+            return chain
+
+    def _wait_for_room(self, chain: _Chain) -> None:
+        """Back-pressure (the caller holds ``chain.cond``): while the tail is full behind the link
+        in flight, a new link would be a third, so wait; then raise the journal's error, if any."""
+        if self._full_behind_another(chain):
+            self.waits_for_room += 1
+            chain.cond.notify_all()  # a change of the chain: a writer waits for room
+            chain.cond.wait_for(lambda: not self._full_behind_another(chain))
+        if chain.error is not None:
+            raise chain.error
+        if self._closing:
+            raise GazetteError("append service is closed")
 
     def _full_behind_another(self, chain: _Chain) -> bool:
         """Whether the chain's tail is full and not the next to be sent (the caller holds
-        ``chain.cond``): a new link now would be a third, so the writer waits for room."""
+        ``chain.cond``)."""
         if chain.error is not None or self._closing or len(chain.links) < 2:
             return False
-        tail = chain.links[-1]
-        return not tail._sealed and tail._spool.size >= self._max_batch
+        return chain.links[-1].full(self._max_batch)
 
     def append(self, journal: str, data: bytes, **params: Any) -> AsyncAppend:
         """Convenience: join a batch with ``data`` and release at once."""
@@ -380,35 +437,25 @@ class AppendService:
     def _dispatch(self, journal: str, chain: _Chain) -> None:
         while True:
             with chain.cond:
-                while not chain.links and not self._closing:
-                    chain.cond.wait()
+                chain.cond.wait_for(lambda: chain.links or self._closing)
                 if not chain.links:
                     return
                 head = chain.links[0]
-                while not head._touched:  # its first writer has not released yet
+                while not head.touched:  # its first writer has not released yet
                     chain.cond.wait()
-            head._writer.acquire()  # wait for a writer in progress; then no one else joins
-            head._sealed = True
-            head._writer.release()
+            head.seal()
             self._send(journal, chain, head)
             with chain.cond:
                 chain.links.popleft()
                 chain.cond.notify_all()
 
     def _send(self, journal: str, chain: _Chain, aa: AsyncAppend) -> None:
-        if chain.error is not None:
-            aa._finish(error=chain.error)
+        """Send one sealed link, retrying as the module docstring says; finish it either way."""
+        error = chain.error if chain.error is not None else self._failed_dependency(journal, aa)
+        if error is not None:
+            aa._finish(error=error)
             return
-        for dep in aa.dependencies:
-            dep._done.wait()
-            if dep.error is not None:
-                aa._finish(
-                    error=GazetteError(
-                        f"append to {journal!r} failed: a dependency append to {dep.journal!r} failed: {dep.error}"
-                    )
-                )
-                return
-        size = aa._checkpoint
+        size = aa.size
         if size == 0 and not aa.request.HasField("check_registers") and not aa.request.offset:
             aa._finish(commit=None)
             return
@@ -416,62 +463,94 @@ class AppendService:
         failing_since: float | None = None  # monotonic time of the first failed attempt
         while True:
             app = Appender(self._conns, journal)
-            # Links are keyed by their parameters without it: the revision is the one seen by now.
-            aa.request.min_etcd_revision = self._conns.etcd_revision
-            app.request = aa.request
             try:
-                sent = 0
-                for chunk in aa._spool.chunks(size, APPEND_CHUNK_BYTES):
-                    app.write(chunk)
-                    sent += len(chunk)
-                if sent != size:
-                    raise GazetteError(f"append buffer of {journal!r} is shorter than {size} bytes")
-                commit = app.close()
+                commit = self._attempt(app, aa, size)
             except TERMINAL_ERRORS as e:
-                app.abort()
-                with chain.cond:
-                    chain.error = e
-                aa._finish(error=e)
+                self._fail_journal(chain, aa, e)
                 return
             except GazetteError as e:
-                app.abort()
+                failing_since = time.monotonic() if failing_since is None else failing_since
                 if (self._max_attempts is not None and attempt + 1 >= self._max_attempts) or self._closing:
-                    aa._finish(error=e)
+                    aa._finish(error=e)  # this append's attempts are spent; the journal is not failed
                     return
-                now, budget = time.monotonic(), self._conns.config.broker_timeout
-                failing_since = now if failing_since is None else failing_since
-                gone = self._conns.unreachable(f"append of {size} bytes to {journal!r}", e, attempt, failing_since)
-                if gone is not None:
-                    with chain.cond:
-                        chain.error = gone
-                    aa._finish(error=gone)
+                terminal = self._gives_up(journal, size, e, attempt, failing_since)
+                if terminal is not None:
+                    self._fail_journal(chain, aa, terminal)
                     return
-                if budget and now - failing_since > budget:
-                    timeout = BrokerTimeoutError(
-                        f"append of {size} bytes to {journal!r}",
-                        "UNAVAILABLE",
-                        f"no broker took it for {now - failing_since:.0f}s, more than broker.timeout "
-                        f"({budget:g}s); last error: {e}",
-                    )
-                    timeout.__cause__ = e
-                    with chain.cond:
-                        chain.error = timeout
-                    aa._finish(error=timeout)
-                    return
-                unavailable = isinstance(e, TransportError) and e.code == "UNAVAILABLE"
-                self._conns.endpoint_failed(journal, getattr(app, "_endpoint", None) or None if unavailable else None)
-                log.log(
-                    logging.WARNING if self._conns.answered else logging.DEBUG,  # a wrong address is one error
-                    "append of %d bytes to %s failed (attempt %d), retrying: %s",
-                    size,
-                    journal,
-                    attempt,
-                    e,
-                )
-                time.sleep(backoff(attempt))
+                self._before_retry(journal, app, size, e, attempt)
                 attempt += 1
                 continue
             self.bytes_appended += size
             self.rpcs += 1
             aa._finish(commit=commit)
             return
+
+    @staticmethod
+    def _failed_dependency(journal: str, aa: AsyncAppend) -> GazetteError | None:
+        """Wait for ``aa``'s dependencies; the error to fail it with if one of them failed."""
+        for dep in aa.dependencies:
+            dep._done.wait()
+            if dep.error is not None:
+                return GazetteError(
+                    f"append to {journal!r} failed: a dependency append to {dep.journal!r} failed: {dep.error}"
+                )
+        return None
+
+    def _attempt(self, app: Appender, aa: AsyncAppend, size: int) -> pb.Fragment | None:
+        """One Append RPC of ``aa``'s first ``size`` bytes; aborted if it fails."""
+        # Links are keyed by their parameters without it: the revision is the one seen by now.
+        aa.request.min_etcd_revision = self._conns.etcd_revision
+        app.request = aa.request
+        try:
+            sent = 0
+            for chunk in aa.chunks(size, APPEND_CHUNK_BYTES):
+                app.write(chunk)
+                sent += len(chunk)
+            if sent != size:
+                raise GazetteError(f"append buffer of {app.journal!r} is shorter than {size} bytes")
+            return app.close()
+        except GazetteError:
+            app.abort()
+            raise
+
+    def _gives_up(
+        self, journal: str, size: int, e: GazetteError, attempt: int, failing_since: float
+    ) -> GazetteError | None:
+        """The journal's terminal error when retrying ``e`` is pointless: nothing answers at the
+        configured address, or the retries have gone on past ``broker_timeout``; else None."""
+        gone = self._conns.unreachable(f"append of {size} bytes to {journal!r}", e, attempt, failing_since)
+        if gone is not None:
+            return gone
+        now, budget = time.monotonic(), self._conns.config.broker_timeout
+        if budget and now - failing_since > budget:
+            timeout = BrokerTimeoutError(
+                f"append of {size} bytes to {journal!r}",
+                "UNAVAILABLE",
+                f"no broker took it for {now - failing_since:.0f}s, more than broker.timeout "
+                f"({budget:g}s); last error: {e}",
+            )
+            timeout.__cause__ = e
+            return timeout
+        return None
+
+    def _before_retry(self, journal: str, app: Appender, size: int, e: GazetteError, attempt: int) -> None:
+        """Forget the route (and the endpoint that did not answer), report, and back off."""
+        unavailable = isinstance(e, TransportError) and e.code == "UNAVAILABLE"
+        self._conns.endpoint_failed(journal, (app.endpoint or None) if unavailable else None)
+        log.log(
+            logging.WARNING if self._conns.answered else logging.DEBUG,  # a wrong address is one error
+            "append of %d bytes to %s failed (attempt %d), retrying: %s",
+            size,
+            journal,
+            attempt,
+            e,
+        )
+        time.sleep(backoff(attempt))
+
+    @staticmethod
+    def _fail_journal(chain: _Chain, aa: AsyncAppend, error: BaseException) -> None:
+        """A terminal error: it fails ``aa`` and every later append to the journal."""
+        with chain.cond:
+            chain.error = error
+            chain.cond.notify_all()
+        aa._finish(error=error)

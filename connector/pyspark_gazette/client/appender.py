@@ -131,6 +131,11 @@ class Appender:
         self._closed = False
         self._endpoint = ""
 
+    @property
+    def endpoint(self) -> str:
+        """The broker this append was sent to ("" before it started)."""
+        return self._endpoint
+
     def __enter__(self) -> Appender:
         return self
 
