@@ -26,6 +26,12 @@ Jobs (ratio = Kafka's time / ours: above 1 means ours is faster), interleaved, b
   latency   one event each ``--interval`` s for ``--latency-seconds`` into a stream with
             ``processingTime=0`` appending to ``foreachBatch``; p50 / p99 of append-to-batch time
             (the producer is Kafka's Java producer in the driver JVM, ``linger.ms=0``).
+
+Floors, in the same run: what any Python data source pays, measured with the smallest one
+(``tick``, bench/stream_floor.py, none of our code). The catch-up's floor is as many one-row
+micro-batches as ours took, under ``Trigger.AvailableNow`` into ``noop``: Kafka's time over it is
+the most any Python source can reach against Kafka at that number of micro-batches. The
+latency's floor is the median micro-batch of ``tick -> noop`` run back to back.
 """
 
 from __future__ import annotations
@@ -93,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = set(args.jobs.split(","))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sys.path.insert(0, HERE)
+    # The workers import stream_floor's `tick` source (the floors).
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
     import pyspark
     from pyspark.sql import functions as F
 
@@ -100,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from kafkalib import KafkaBroker
     from pyspark_gazette.broker import EmbeddedBroker
     from pyspark_gazette.client import Change, ClientConfig, JournalClient
+    from stream_floor import TickDataSource, run_floor
 
     print(f"load average at start {os.getloadavg()}", flush=True)
     # Spark (a forked JVM) before the in-process broker's gRPC threads exist.
@@ -112,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             "spark.ui.showConsoleProgress": "false",
         }
     )
+    spark.dataSource.register(TickDataSource)
     work = tempfile.mkdtemp(prefix="bench-kafka-", dir=os.environ.get("BENCH_TMP", HERE))
     store = os.path.join(work, "store")
     try:
@@ -232,8 +242,23 @@ def main(argv: list[str] | None = None) -> int:
                 q.awaitTermination()
                 batches["ours"] = sum(1 for p in q.recentProgress if p["numInputRows"])
 
+            def catchup_floor() -> None:
+                # Spark's floor for a Python source: as many micro-batches of one row each, from
+                # the smallest Python source (stream_floor's `tick`), none of our code.
+                q = (
+                    spark.readStream.format("tick")
+                    .option("batches", str(max(batches.get("ours") or args.batches, 1)))
+                    .load()
+                    .writeStream.format("noop")
+                    .option("checkpointLocation", os.path.join(work, f"ckpt-{next(runs)}"))
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                q.awaitTermination()
+                batches["floor"] = sum(1 for p in q.recentProgress if p["numInputRows"])
+
             batches: dict[str, int] = {}
-            cases["catchup"] = {"kafka": catchup_kafka, "ours": catchup_ours}
+            cases["catchup"] = {"kafka": catchup_kafka, "ours": catchup_ours, "floor": catchup_floor}
             if "write" in jobs:
                 events_df = spark.read.schema(SCHEMA).json(flat).cache()
                 events_df.count()
@@ -261,11 +286,19 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{job}: answers differ: Kafka {tuple(k)}, ours {tuple(o)}", flush=True)
             for job in ("catchup", "write"):
                 if job in jobs:
-                    cases[job]["kafka"](), cases[job]["ours"]()  # type: ignore[operator]
+                    for fn in cases[job].values():
+                        fn()  # type: ignore[operator]
             flat_cases = {f"{j}: {s}": fn for j in JOBS if j in jobs and j in cases for s, fn in cases[j].items()}
             best, times = best_of(flat_cases, args.rounds, alternate=True)  # type: ignore[arg-type]
             load_after = os.getloadavg()
             lat = latency(spark, kafka, broker, client, store, work, args) if "latency" in jobs else {}
+            # Spark's per-micro-batch floor for a Python source into foreachBatch, as the latency
+            # queries run: `tick` (one row a batch, batches back to back) for a fixed window.
+            floor = (
+                run_floor(spark, "tick", "noop", os.path.join(work, "ckpt-floor"), min(args.latency_seconds, 30))
+                if "latency" in jobs
+                else {}
+            )
             print(f"\nbest of {args.rounds} rounds on local[2], {args.events} events (all rounds in brackets)")
             for name, s in best.items():
                 print(f"  {name:16s} {s:7.2f}s   [{', '.join(f'{x:.2f}' for x in times[name])}]")
@@ -279,6 +312,18 @@ def main(argv: list[str] | None = None) -> int:
                     goal = goals.get(job)
                     mark = f"  [>= {goal}] {'met' if r >= goal else 'MISSED'}" if goal else ""
                     print(f"  {job:10s} {r:5.2f}{mark}")
+            if "catchup: floor" in best:
+                f = best["catchup: floor"]
+                print(
+                    f"  catch-up floor (the same number of one-row micro-batches from the smallest Python "
+                    f"source): {f:.2f} s; Kafka's time / floor {best['catchup: kafka'] / f:.2f} (the most any "
+                    f"Python source can reach); ours / floor {best['catchup: ours'] / f:.2f}"
+                )
+            if floor:
+                print(
+                    f"  floor of a micro-batch, tick -> noop, batches back to back: median "
+                    f"{floor['triggerExecution']:.0f} ms over {floor['batches']:.0f} batches"
+                )
             for side, (p50, p99, n) in lat.items():
                 print(f"  latency {side:6s} p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms ({n} events)")
             if lat:

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 #: Per-batch durations reported by Spark (StreamingQueryProgress.durationMs) that the bench prints.
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
@@ -46,6 +47,21 @@ class _TickReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         pass
+
+
+class _BoundedTickReader(_TickReader, SupportsTriggerAvailableNow):
+    """``tick`` with the option ``batches`` N: one row per micro-batch, N micro-batches in all
+    under ``Trigger.AvailableNow`` (the floor of a catch-up of N micro-batches)."""
+
+    def __init__(self, batches: int) -> None:
+        super().__init__()
+        self.batches = batches
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        pass
+
+    def latestOffset(self, start: dict, limit) -> dict:  # type: ignore[no-untyped-def]
+        return {"n": min(int(start["n"]) + 1, self.batches)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +91,8 @@ class TickDataSource(DataSource):
         return "n long, t double"
 
     def streamReader(self, schema):  # type: ignore[no-untyped-def]
+        if "batches" in self.options:
+            return _BoundedTickReader(int(self.options["batches"]))
         return _TickReader()
 
     def streamWriter(self, schema, overwrite):  # type: ignore[no-untyped-def]  # noqa: N802
