@@ -2,7 +2,7 @@
 """Side by side with Spark's Kafka source: the same click events in a local Kafka and in a journal.
 
     make oldest-pyspark-venv
-    .venv-oldest/bin/python bench/bench_kafka.py [--events 1000000] [--rounds 3] [--latency-seconds 60]
+    .venv-oldest/bin/python bench/bench_kafka.py [--events 1000000] [--rounds 3] [--latency-seconds 60] [--broker gazette]
 
 Kafka: a single-node KRaft Kafka 4.1.1 (broker + controller in one process on 127.0.0.1, jars
 from Maven Central via ``mvn``, bench/kafkalib.py), started and stopped by this bench, read and
@@ -10,7 +10,9 @@ written by Spark's ``spark-sql-kafka-0-10_2.13`` (fetched with ``spark.jars.pack
 4.2.0 release is on Maven Central, hence the oldest supported pyspark's venv). Gazette: the
 embedded broker, ZSTANDARD fragments persisted to a file store (as bench/bench_read.py). The
 events are bench_read.py's click events, one per message, Kafka's topic with 2 partitions
-(local[2]), Kafka's defaults otherwise (no compression, acks=all).
+(local[2]), Kafka's defaults otherwise (no compression, acks=all). ``--broker gazette`` puts our
+side on a real Gazette broker and etcd (``make gazette``; fragments persist as they roll, the last
+one is read through the broker).
 
 Jobs (ratio = Kafka's time / ours: above 1 means ours is faster), interleaved, best of ``--rounds``:
 
@@ -60,6 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--interval", type=float, default=0.01, help="seconds between latency events")
     p.add_argument("--batches", type=int, default=10, help="micro-batches of the catch-up (default %(default)s)")
     p.add_argument("--fragment-mib", type=int, default=16, help="fragment length of the journal")
+    p.add_argument(
+        "--broker",
+        choices=("embedded", "gazette"),
+        default="embedded",
+        help="our side: the embedded broker, or a real Gazette broker and etcd from .bin/ (make gazette)",
+    )
     args = p.parse_args(argv)
     unknown = set(args.jobs.split(",")) - set(JOBS)
     if unknown:
@@ -104,10 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     import pyspark
     from pyspark.sql import functions as F
 
-    from benchlib import append_lines, best_of, local_spark, ndjson_spec
+    from benchlib import Embedded, RealGazette, append_lines, best_of, local_spark, ndjson_spec
     from kafkalib import KafkaBroker
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+    from pyspark_gazette.client import ClientConfig, JournalClient
     from stream_floor import TickDataSource, run_floor
 
     print(f"load average at start {os.getloadavg()}", flush=True)
@@ -123,19 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     spark.dataSource.register(TickDataSource)
     work = tempfile.mkdtemp(prefix="bench-kafka-", dir=os.environ.get("BENCH_TMP", HERE))
-    store = os.path.join(work, "store")
+    ours = RealGazette(work, 1, 8) if args.broker == "gazette" else Embedded(work, os.path.join(work, "store"))
     try:
-        with (
-            KafkaBroker(os.path.join(work, "kafka")) as kafka,
-            EmbeddedBroker(os.path.join(work, "broker"), file_root=store) as broker,
-        ):
-            print(f"kafka {kafka.bootstrap} (pid {kafka.pid}), embedded broker {broker.address}", flush=True)
+        with KafkaBroker(os.path.join(work, "kafka")) as kafka, ours as broker:
+            store = broker.store
+            print(f"kafka {kafka.bootstrap} (pid {kafka.pid}), {broker.name} {broker.address}", flush=True)
             client = JournalClient(ClientConfig(broker.address, file_root=store))
-            client.apply(
-                [
-                    Change(0, upsert=ndjson_spec(j, args.fragment_mib << 20))
-                    for j in ("bench/events", "bench/w", "bench/lat")
-                ]
+            broker.apply(
+                client, [ndjson_spec(j, args.fragment_mib << 20) for j in ("bench/events", "bench/w", "bench/lat")]
             )
             data = make_events(args.events)
             flat = os.path.join(work, "events.json")
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(data)
             t = time.perf_counter()
             append_lines(client, "bench/events", data)  # 1 MiB appends on line boundaries
-            assert broker.wait_persisted(600)
+            assert broker.persisted(600)
             t_gz = time.perf_counter() - t
             t = time.perf_counter()
             (

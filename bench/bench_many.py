@@ -106,63 +106,10 @@ def stream_triggers(
     return times
 
 
-class Embedded:
-    """The embedded broker, in this process."""
-
-    def __init__(self, base: str, store: str, journals: int):
-        from pyspark_gazette.broker import EmbeddedBroker
-
-        self.store = store
-        self.broker = EmbeddedBroker(os.path.join(base, "broker"), file_root=store)
-
-    def __enter__(self):
-        self.broker.__enter__()
-        self.address = self.broker.address
-        return self
-
-    def __exit__(self, *exc):
-        self.broker.__exit__(*exc)
-
-    def apply(self, client, specs) -> None:
-        from pyspark_gazette.client import Change
-
-        client.apply_in_batches([Change(0, upsert=s) for s in specs])
-
-    def refresh(self, name: str) -> None:
-        self.broker.refresh(name)
-
-
-class RealGazette:
-    """A real Gazette cluster (etcd and ``brokers`` ``gazette serve``), stopped by PID on exit."""
-
-    def __init__(self, base: str, brokers: int, journals: int):
-        sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-        from realgazette import GazetteCluster
-
-        # A broker serves at most --broker.limit journals (1024 by default).
-        limit = f"--broker.limit={journals + 64}"
-        self.cluster = GazetteCluster(os.path.join(base, "gazette"), brokers=brokers, broker_args=[limit])
-        self.store = self.cluster.file_root
-
-    def __enter__(self):
-        self.cluster.start()
-        self.address = self.cluster.address
-        return self
-
-    def __exit__(self, *exc):
-        self.cluster.stop()
-
-    def apply(self, client, specs) -> None:
-        self.cluster.apply_specs(specs, timeout=300)
-
-    def refresh(self, name: str) -> None:
-        raise SystemExit("--persisted needs the embedded broker")
-
-
 def run(n: int, args, spark, work: str) -> dict:
     from pyspark.sql import functions as F
 
-    from benchlib import ndjson_spec
+    from benchlib import Embedded, RealGazette, ndjson_spec
     from pyspark_gazette.client import ClientConfig, JournalClient
     from pyspark_gazette.protocol import label_set
     from pyspark_gazette.spark.options import ReadOptions
@@ -174,7 +121,7 @@ def run(n: int, args, spark, work: str) -> dict:
     store = os.path.join(base, "store")
     files = os.path.join(base, "files")
     os.makedirs(files)
-    cluster = RealGazette(base, args.brokers, n) if args.broker == "gazette" else Embedded(base, store, n)
+    cluster = RealGazette(base, args.brokers, n) if args.broker == "gazette" else Embedded(base, store)
     with cluster as broker:
         store = broker.store
         client = JournalClient(ClientConfig(broker.address, file_root=store))

@@ -140,3 +140,68 @@ def append_lines(client, journal: str, data: bytes, chunk: int = 1 << 20) -> Non
         cut = data.find(b"\n", min(pos + chunk, len(data) - 1)) + 1 or len(data)
         client.append(journal, view[pos:cut])
         pos = cut
+
+
+class Embedded:
+    """The embedded broker, in this process, persisting to the file store ``store``."""
+
+    name = "embedded broker"
+
+    def __init__(self, base: str, store: str):
+        from pyspark_gazette.broker import EmbeddedBroker
+
+        self.store = store
+        self.broker = EmbeddedBroker(os.path.join(base, "broker"), file_root=store)
+
+    def __enter__(self):
+        self.broker.__enter__()
+        self.address = self.broker.address
+        return self
+
+    def __exit__(self, *exc):
+        self.broker.__exit__(*exc)
+
+    def apply(self, client, specs) -> None:
+        from pyspark_gazette.client import Change
+
+        client.apply_in_batches([Change(0, upsert=s) for s in specs])
+
+    def refresh(self, name: str) -> None:
+        self.broker.refresh(name)
+
+    def persisted(self, timeout: float) -> bool:
+        """Whether every journal's content reached the store within ``timeout`` seconds."""
+        return self.broker.wait_persisted(timeout)
+
+
+class RealGazette:
+    """A real Gazette cluster (etcd and ``brokers`` ``gazette serve`` from ``.bin/``, as
+    tests/realgazette.py starts them) serving up to ``journals`` journals, stopped by PID on exit."""
+
+    name = "real Gazette"
+
+    def __init__(self, base: str, brokers: int, journals: int):
+        from realgazette import GazetteCluster
+
+        # A broker serves at most --broker.limit journals (1024 by default).
+        limit = f"--broker.limit={journals + 64}"
+        self.cluster = GazetteCluster(os.path.join(base, "gazette"), brokers=brokers, broker_args=[limit])
+        self.store = self.cluster.file_root
+
+    def __enter__(self):
+        self.cluster.start()
+        self.address = self.cluster.address
+        return self
+
+    def __exit__(self, *exc):
+        self.cluster.stop()
+
+    def apply(self, client, specs) -> None:
+        self.cluster.apply_specs(specs, timeout=300)
+
+    def refresh(self, name: str) -> None:
+        raise SystemExit("--persisted needs the embedded broker")
+
+    def persisted(self, timeout: float) -> bool:
+        """Real Gazette persists a fragment when it rolls; its last one stays with the brokers."""
+        return True

@@ -38,6 +38,8 @@ a bounded window of messages turns it into ``ACK_COMMIT_REPLAY`` when the span's
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from pyspark_gazette.message.envelope import Outcome
 from pyspark_gazette.message.uuids import Flags
 
@@ -46,6 +48,9 @@ _CONTINUE, _ACK, _OUTSIDE = int(Flags.CONTINUE_TXN), int(Flags.ACK_TXN), int(Fla
 #: What :func:`reports` says; Gazette logs the same three conditions.
 ACK_BELOW_LAST_ACK = "ACK_TXN below the last ACK: loss of exactly-once (an upstream checkpoint regressed)"
 DISCARDS_SPAN = "OUTSIDE_TXN discards a pending CONTINUE_TXN span of the same producer"
+
+
+_State = TypeVar("_State", bound="ProducerState")
 
 
 class ProducerState:
@@ -59,7 +64,7 @@ class ProducerState:
         self.begin = begin
 
     @classmethod
-    def first_seen(cls, clock: int) -> ProducerState:
+    def first_seen(cls: type[_State], clock: int) -> _State:
         """The state of a producer first seen with a message of ``clock``: everything before it is
         unknown, so the message is neither a duplicate nor already acknowledged."""
         return cls(clock - 1)
