@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, s in best.items():
                 print(f"  {name:16s} {s:7.2f}s   [{', '.join(f'{x:.2f}' for x in times[name])}]")
             if batches:
-                print(f"  catch-up micro-batches: Kafka {batches.get('kafka')}, ours {batches.get('ours')}")
+                print(
+                    f"  catch-up micro-batches: Kafka {batches.get('kafka')}, ours {batches.get('ours')}, floor {batches.get('floor')}"
+                )
             print(f"\nratios (Kafka's time / ours; > 1: ours faster); load average {load_after}:")
             goals = {"catchup": 1.5}
             for job in JOBS:
