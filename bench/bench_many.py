@@ -2,10 +2,11 @@
 """Many small journals: the gazette source against Spark reading as many small files, same run.
 
     .venv/bin/python bench/bench_many.py [--journals 1000,5000] [--rounds 3] [--active 10] [--triggers 6] [--persisted]
-        [--broker embedded|gazette] [--brokers 1] [--open-costs 4m,1m] [--watch auto|true|false] [--no-stream]
+        [--broker embedded|embedded-process|gazette] [--brokers 1] [--open-costs 4m,1m] [--watch auto|true|false] [--no-stream]
 
 For each journal count N, one run creates N ndjson journals (Apply in batches of 128) on an
-embedded broker running in this process, or with ``--broker gazette`` on a real Gazette cluster
+embedded broker running in this process (``--broker embedded-process``: in a process of its own), or
+with ``--broker gazette`` on a real Gazette cluster
 (``--brokers`` ``gazette serve`` processes and etcd on loopback, from ``.bin/``: see
 tests/realgazette.py), appends one small message to each (live content, read through the broker;
 with ``--persisted``, embedded broker only, a persisted fragment instead, read directly from the
@@ -109,7 +110,7 @@ def stream_triggers(
 def run(n: int, args, spark, work: str) -> dict:
     from pyspark.sql import functions as F
 
-    from benchlib import Embedded, RealGazette, ndjson_spec
+    from benchlib import Embedded, EmbeddedProcess, RealGazette, ndjson_spec
     from pyspark_gazette.client import ClientConfig, JournalClient
     from pyspark_gazette.protocol import label_set
     from pyspark_gazette.spark.options import ReadOptions
@@ -121,7 +122,12 @@ def run(n: int, args, spark, work: str) -> dict:
     store = os.path.join(base, "store")
     files = os.path.join(base, "files")
     os.makedirs(files)
-    cluster = RealGazette(base, args.brokers, n) if args.broker == "gazette" else Embedded(base, store)
+    if args.broker == "gazette":
+        cluster = RealGazette(base, args.brokers, n)
+    elif args.broker == "embedded-process":
+        cluster = EmbeddedProcess(base, store)
+    else:
+        cluster = Embedded(base, store)
     with cluster as broker:
         store = broker.store
         client = JournalClient(ClientConfig(broker.address, file_root=store))
@@ -273,7 +279,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--active", type=int, default=10, help="journals receiving data per stream trigger")
     p.add_argument("--triggers", type=int, default=6)
-    p.add_argument("--broker", choices=("embedded", "gazette"), default="embedded")
+    p.add_argument("--broker", choices=("embedded", "embedded-process", "gazette"), default="embedded")
     p.add_argument("--no-stream", action="store_true", help="skip (s), the streams")
     p.add_argument(
         "--watch", default="auto", choices=("auto", "true", "false"), help="watchWriteHeads of the (s) streams"

@@ -174,6 +174,42 @@ class Embedded:
         return self.broker.wait_persisted(timeout)
 
 
+class EmbeddedProcess:
+    """The embedded broker in a process of its own (``python -m pyspark_gazette.broker``, as a
+    deployment would run it), persisting to the file store ``store``; stopped by PID on exit."""
+
+    name = "embedded broker (own process)"
+
+    def __init__(self, base: str, store: str):
+        self.base, self.store = base, store
+        self.proc: Any = None
+
+    def __enter__(self):
+        from pyspark_gazette.broker.main import spawn_broker
+
+        self.proc, self.address = spawn_broker(os.path.join(self.base, "broker"), self.store)
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def apply(self, client, specs) -> None:
+        from pyspark_gazette.client import Change
+
+        client.apply_in_batches([Change(0, upsert=s) for s in specs])
+
+    def refresh(self, name: str) -> None:
+        raise SystemExit("--persisted needs the embedded broker in this process")
+
+    def persisted(self, timeout: float) -> bool:
+        raise SystemExit("this bench needs the embedded broker in this process (it waits for persisted fragments)")
+
+
 class RealGazette:
     """A real Gazette cluster (etcd and ``brokers`` ``gazette serve`` from ``.bin/``, as
     tests/realgazette.py starts them) serving up to ``journals`` journals, stopped by PID on exit."""
