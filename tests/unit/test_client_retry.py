@@ -16,6 +16,7 @@ from pyspark_gazette.client.conn import ClientConfig, Connections
 from pyspark_gazette.errors import (
     CancelledError,
     FragmentTooShortError,
+    GazetteError,
     InsufficientJournalBrokersError,
     JournalNotFoundError,
     NotAllowedError,
@@ -281,3 +282,75 @@ def test_a_writer_waiting_for_room_gets_the_journals_error(monkeypatch):
     GatedAppender.gate.set()
     writer.join(10)
     assert not writer.is_alive() and len(raised) == 1
+
+
+def _full_chain(max_batch: int) -> svc_mod._Chain:
+    """A chain of two links, the tail full (``max_batch`` bytes) behind the head."""
+    chain = svc_mod._Chain()
+    request = pb.AppendRequest(journal="a/j")
+    key = request.SerializeToString(deterministic=True)
+    with chain.cond:
+        head = chain.join(request, key, frozenset(), max_batch)
+    assert head.take()
+    head.write(b"h")
+    head.release()
+    head.seal()
+    with chain.cond:
+        tail = chain.join(request, key, frozenset(), max_batch)
+    assert tail is not head and tail.take()
+    tail.write(b"x" * max_batch)
+    tail.release()
+    return chain
+
+
+@pytest.mark.parametrize("wake", ["head sent", "closed", "journal failed"])
+def test_wait_for_room_blocks_while_the_tail_is_full_behind_the_head(wake):
+    """The chain's back-pressure on its own: a writer waits while a full tail waits behind the
+    head, and is let through when the head leaves the chain, or stopped by the service closing or
+    the journal's terminal error."""
+    chain = _full_chain(4)
+    outcome: list = []
+
+    def writer():
+        with chain.cond:
+            try:
+                chain.wait_for_room(4)
+                outcome.append("room")
+            except Exception as e:  # noqa: BLE001 - the test checks which
+                outcome.append(e)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    with chain.cond:
+        assert chain.cond.wait_for(lambda: chain.waits_for_room == 1, 10)
+        assert not outcome  # it waits, holding no link
+        if wake == "head sent":
+            chain.links.popleft()
+            chain.cond.notify_all()
+        elif wake == "journal failed":
+            chain.error = NotAllowedError()
+            chain.cond.notify_all()
+    if wake == "closed":
+        chain.close()
+    t.join(10)
+    assert not t.is_alive()
+    if wake == "head sent":
+        assert outcome == ["room"]
+    elif wake == "closed":
+        assert isinstance(outcome[0], GazetteError) and "closed" in str(outcome[0])
+    else:
+        assert isinstance(outcome[0], NotAllowedError)
+
+
+def test_wait_for_room_does_not_wait_for_a_tail_that_is_next_to_be_sent():
+    """One link only, however full, is the next sent: a writer starts the next link at once."""
+    chain = svc_mod._Chain()
+    request = pb.AppendRequest(journal="a/j")
+    with chain.cond:
+        only = chain.join(request, request.SerializeToString(deterministic=True), frozenset(), 4)
+    assert only.take()
+    only.write(b"x" * 4)
+    only.release()
+    with chain.cond:
+        chain.wait_for_room(4)
+    assert chain.waits_for_room == 0

@@ -302,7 +302,10 @@ class _Chain:
         self.links: collections.deque[AsyncAppend] = collections.deque()
         self.cond = threading.Condition()
         self.error: BaseException | None = None
+        self.closed = False  # the service is closing: no writer waits, the dispatcher stops
         self.thread: threading.Thread | None = None
+        #: How often a writer waited for room (back-pressure).
+        self.waits_for_room = 0
 
     def join(self, request: pb.AppendRequest, key: bytes, deps: frozenset[AsyncAppend], max_batch: int) -> AsyncAppend:
         """The link a writer joins: the tail if it accepts it, else a new tail (the caller holds
@@ -317,6 +320,30 @@ class _Chain:
         self.cond.notify_all()
         return tail
 
+    def wait_for_room(self, max_batch: int) -> None:
+        """Back-pressure (the caller holds ``cond``): while the tail is full behind the link in
+        flight, a new link would be a third, so wait; then raise the journal's error, if any."""
+        if self._full_behind_another(max_batch):
+            self.waits_for_room += 1
+            self.cond.notify_all()  # a change of the chain: a writer waits for room
+            self.cond.wait_for(lambda: not self._full_behind_another(max_batch))
+        if self.error is not None:
+            raise self.error
+        if self.closed:
+            raise GazetteError("append service is closed")
+
+    def _full_behind_another(self, max_batch: int) -> bool:
+        """Whether the tail is full and not the next to be sent (the caller holds ``cond``)."""
+        if self.error is not None or self.closed or len(self.links) < 2:
+            return False
+        return self.links[-1].full(max_batch)
+
+    def close(self) -> None:
+        """The service is closing: wake the writers waiting for room and the dispatcher."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
 
 class AppendService:
     """Batches and pipelines appends per journal; see the module docstring."""
@@ -328,10 +355,9 @@ class AppendService:
         self._mu = threading.Lock()
         self._chains: dict[str, _Chain] = {}
         self._closing = False
-        #: Bytes and RPCs sent, and how often a writer waited for room (back-pressure), for metrics.
+        #: Bytes and RPCs sent, for metrics.
         self.bytes_appended = 0
         self.rpcs = 0
-        self.waits_for_room = 0
 
     def start_append(self, journal: str, *, dependencies: Iterable[AsyncAppend] = (), **params: Any) -> AsyncAppend:
         """The append the caller's writes join, locked for the caller until it releases it.
@@ -347,7 +373,7 @@ class AppendService:
         while True:
             chain = self._chain(journal)
             with chain.cond:
-                self._wait_for_room(chain)
+                chain.wait_for_room(self._max_batch)
                 link = chain.join(request, key, deps, self._max_batch)
             if link.take():
                 return link
@@ -366,24 +392,12 @@ class AppendService:
                 chain.thread.start()
             return chain
 
-    def _wait_for_room(self, chain: _Chain) -> None:
-        """Back-pressure (the caller holds ``chain.cond``): while the tail is full behind the link
-        in flight, a new link would be a third, so wait; then raise the journal's error, if any."""
-        if self._full_behind_another(chain):
-            self.waits_for_room += 1
-            chain.cond.notify_all()  # a change of the chain: a writer waits for room
-            chain.cond.wait_for(lambda: not self._full_behind_another(chain))
-        if chain.error is not None:
-            raise chain.error
-        if self._closing:
-            raise GazetteError("append service is closed")
-
-    def _full_behind_another(self, chain: _Chain) -> bool:
-        """Whether the chain's tail is full and not the next to be sent (the caller holds
-        ``chain.cond``)."""
-        if chain.error is not None or self._closing or len(chain.links) < 2:
-            return False
-        return chain.links[-1].full(self._max_batch)
+    @property
+    def waits_for_room(self) -> int:
+        """How often a writer waited for room (back-pressure), over all journals, for metrics."""
+        with self._mu:
+            chains = list(self._chains.values())
+        return sum(chain.waits_for_room for chain in chains)
 
     def append(self, journal: str, data: bytes, **params: Any) -> AsyncAppend:
         """Convenience: join a batch with ``data`` and release at once."""
@@ -429,15 +443,14 @@ class AppendService:
                 self._closing = True
                 chains = list(self._chains.values())
             for chain in chains:
-                with chain.cond:
-                    chain.cond.notify_all()
+                chain.close()
 
     # -- dispatch ---------------------------------------------------------------------------
 
     def _dispatch(self, journal: str, chain: _Chain) -> None:
         while True:
             with chain.cond:
-                chain.cond.wait_for(lambda: chain.links or self._closing)
+                chain.cond.wait_for(lambda: chain.links or chain.closed)
                 if not chain.links:
                     return
                 head = chain.links[0]
@@ -451,14 +464,23 @@ class AppendService:
 
     def _send(self, journal: str, chain: _Chain, aa: AsyncAppend) -> None:
         """Send one sealed link, retrying as the module docstring says; finish it either way."""
+        if not self._finished_without_rpc(journal, chain, aa):
+            self._send_with_retries(journal, chain, aa, aa.size)
+
+    def _finished_without_rpc(self, journal: str, chain: _Chain, aa: AsyncAppend) -> bool:
+        """Finish ``aa`` at once, and say so, if the journal or a dependency failed, or if it has
+        nothing to send (no content, no register check, no offset)."""
         error = chain.error if chain.error is not None else self._failed_dependency(journal, aa)
         if error is not None:
             aa._finish(error=error)
-            return
-        size = aa.size
-        if size == 0 and not aa.request.HasField("check_registers") and not aa.request.offset:
+            return True
+        if aa.size == 0 and not aa.request.HasField("check_registers") and not aa.request.offset:
             aa._finish(commit=None)
-            return
+            return True
+        return False
+
+    def _send_with_retries(self, journal: str, chain: _Chain, aa: AsyncAppend, size: int) -> None:
+        """Attempt the RPC of ``aa``'s first ``size`` bytes until it succeeds or an error ends it."""
         attempt = 0
         failing_since: float | None = None  # monotonic time of the first failed attempt
         while True:
@@ -470,12 +492,7 @@ class AppendService:
                 return
             except GazetteError as e:
                 failing_since = time.monotonic() if failing_since is None else failing_since
-                if (self._max_attempts is not None and attempt + 1 >= self._max_attempts) or self._closing:
-                    aa._finish(error=e)  # this append's attempts are spent; the journal is not failed
-                    return
-                terminal = self._gives_up(journal, size, e, attempt, failing_since)
-                if terminal is not None:
-                    self._fail_journal(chain, aa, terminal)
+                if self._ends_retries(journal, chain, aa, size, e, attempt, failing_since):
                     return
                 self._before_retry(journal, app, size, e, attempt)
                 attempt += 1
@@ -484,6 +501,27 @@ class AppendService:
             self.rpcs += 1
             aa._finish(commit=commit)
             return
+
+    def _ends_retries(
+        self,
+        journal: str,
+        chain: _Chain,
+        aa: AsyncAppend,
+        size: int,
+        e: GazetteError,
+        attempt: int,
+        failing_since: float,
+    ) -> bool:
+        """After a retryable error ``e``: finish ``aa`` (and fail the journal when retrying is
+        pointless) and say so, or say the RPC is to be tried again."""
+        if (self._max_attempts is not None and attempt + 1 >= self._max_attempts) or self._closing:
+            aa._finish(error=e)  # this append's attempts are spent; the journal is not failed
+            return True
+        terminal = self._gives_up(journal, size, e, attempt, failing_since)
+        if terminal is not None:
+            self._fail_journal(chain, aa, terminal)
+            return True
+        return False
 
     @staticmethod
     def _failed_dependency(journal: str, aa: AsyncAppend) -> GazetteError | None:
