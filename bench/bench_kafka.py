@@ -208,8 +208,19 @@ def main(argv: list[str] | None = None) -> int:
             }
             runs = iter(range(10_000))
 
-            def catchup_kafka() -> None:
+            def catch_up(side: str, df) -> None:  # type: ignore[no-untyped-def]
+                """``df`` into ``noop`` with ``Trigger.AvailableNow``; notes its micro-batches."""
                 q = (
+                    df.writeStream.format("noop")
+                    .option("checkpointLocation", os.path.join(work, f"ckpt-{next(runs)}"))
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                q.awaitTermination()
+                batches[side] = sum(1 for p in q.recentProgress if p["numInputRows"])
+
+            def catchup_kafka() -> None:
+                df = (
                     spark.readStream.format("kafka")
                     .option("kafka.bootstrap.servers", kafka.bootstrap)
                     .option("subscribe", "events")
@@ -218,16 +229,11 @@ def main(argv: list[str] | None = None) -> int:
                     .load()
                     .select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("j"))
                     .select("j.*")
-                    .writeStream.format("noop")
-                    .option("checkpointLocation", os.path.join(work, f"ckpt-{next(runs)}"))
-                    .trigger(availableNow=True)
-                    .start()
                 )
-                q.awaitTermination()
-                batches["kafka"] = sum(1 for p in q.recentProgress if p["numInputRows"])
+                catch_up("kafka", df)
 
             def catchup_ours() -> None:
-                q = (
+                df = (
                     spark.readStream.format("gazette")
                     .option("broker.address", broker.address)
                     .option("store.fileRoot", store)
@@ -236,28 +242,18 @@ def main(argv: list[str] | None = None) -> int:
                     .option("maxBytesPerTrigger", str(len(data) // args.batches + 1))
                     .schema(SCHEMA)
                     .load()
-                    .writeStream.format("noop")
-                    .option("checkpointLocation", os.path.join(work, f"ckpt-{next(runs)}"))
-                    .trigger(availableNow=True)
-                    .start()
                 )
-                q.awaitTermination()
-                batches["ours"] = sum(1 for p in q.recentProgress if p["numInputRows"])
+                catch_up("ours", df)
 
             def catchup_floor() -> None:
                 # Spark's floor for a Python source: as many micro-batches of one row each, from
                 # the smallest Python source (stream_floor's `tick`), none of our code.
-                q = (
+                df = (
                     spark.readStream.format("tick")
                     .option("batches", str(max(batches.get("ours") or args.batches, 1)))
                     .load()
-                    .writeStream.format("noop")
-                    .option("checkpointLocation", os.path.join(work, f"ckpt-{next(runs)}"))
-                    .trigger(availableNow=True)
-                    .start()
                 )
-                q.awaitTermination()
-                batches["floor"] = sum(1 for p in q.recentProgress if p["numInputRows"])
+                catch_up("floor", df)
 
             batches: dict[str, int] = {}
             cases["catchup"] = {"kafka": catchup_kafka, "ours": catchup_ours, "floor": catchup_floor}

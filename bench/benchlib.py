@@ -174,7 +174,7 @@ class Embedded:
         return self.broker.wait_persisted(timeout)
 
 
-class EmbeddedProcess:
+class EmbeddedProcess(Embedded):
     """The embedded broker in a process of its own (``python -m pyspark_gazette.broker``, as a
     deployment would run it), persisting to the file store ``store``; stopped by PID on exit."""
 
@@ -197,11 +197,6 @@ class EmbeddedProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-    def apply(self, client, specs) -> None:
-        from pyspark_gazette.client import Change
-
-        client.apply_in_batches([Change(0, upsert=s) for s in specs])
 
     def refresh(self, name: str) -> None:
         raise SystemExit("--persisted needs the embedded broker in this process")
