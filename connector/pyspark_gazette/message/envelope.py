@@ -53,6 +53,11 @@ class Outcome(str, enum.Enum):
     def commits(self) -> bool:
         return self in _COMMITTING
 
+    @property
+    def holds(self) -> bool:
+        """The message joins its producer's open span (held until an ACK commits it)."""
+        return self is Outcome.CONTINUE_BEGIN_SPAN or self is Outcome.CONTINUE_EXTEND_SPAN
+
 
 _COMMITTING = frozenset({Outcome.OUTSIDE_COMMIT, Outcome.ACK_EMPTY, Outcome.ACK_COMMIT_RING, Outcome.ACK_COMMIT_REPLAY})
 

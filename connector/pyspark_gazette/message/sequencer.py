@@ -113,7 +113,7 @@ class Sequencer:
             outcome = Outcome.ACK_COMMIT_REPLAY  # the span's start has left the ring
 
         if not outcome.commits:
-            if outcome in (Outcome.CONTINUE_BEGIN_SPAN, Outcome.CONTINUE_EXTEND_SPAN):
+            if outcome.holds:
                 self._push(env, state)
             state.apply(outcome, clock, env.begin)
             self._offsets[env.journal] = env.end

@@ -198,7 +198,7 @@ class FastWindow:
                 elif outcome is Outcome.OUTSIDE_COMMIT:
                     out.append((piece, i))
             st.apply(outcome, c, b)
-            if outcome is Outcome.CONTINUE_BEGIN_SPAN or outcome is Outcome.CONTINUE_EXTEND_SPAN:
+            if outcome.holds:
                 st.held.append((piece, i, c))
         return out
 
