@@ -124,9 +124,7 @@ class Etcd:
     def __init__(self, dir: pathlib.Path, host: str = "127.0.0.1"):
         self.dir = dir
         self.host = host
-        self.client_port = free_port(host)
-        self.peer_port = free_port(host)
-        self.endpoint = f"http://{host}:{self.client_port}"
+        self._take_ports()
         self.proc: subprocess.Popen | None = None
         self.log = dir / "etcd.log"
 
@@ -134,7 +132,37 @@ class Etcd:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
+    #: How many times a first start may pick new ports because another process took one of
+    #: them between :func:`free_port` and etcd's bind.
+    PORT_RETRIES = 3
+
+    def _take_ports(self) -> None:
+        self.client_port = free_port(self.host)
+        self.peer_port = free_port(self.host)
+        self.endpoint = f"http://{self.host}:{self.client_port}"
+
     def start(self) -> Etcd:
+        """Start etcd. A restart keeps its ports (brokers know its endpoint); a first start whose
+        port was taken meanwhile ("address already in use") retries on fresh ports."""
+        first = self.proc is None
+        for attempt in range(self.PORT_RETRIES + 1):
+            try:
+                return self._start_once()
+            except RuntimeError:
+                if not (first and attempt < self.PORT_RETRIES and self._lost_port_race()):
+                    raise
+                shutil.rmtree(self.dir / "etcd-data", ignore_errors=True)
+                self._take_ports()
+        raise AssertionError("unreachable")
+
+    def _lost_port_race(self) -> bool:
+        return (
+            self.proc is not None
+            and self.proc.poll() is not None
+            and "address already in use" in _log_tail(self.log, 5)
+        )
+
+    def _start_once(self) -> Etcd:
         peer = f"http://{self.host}:{self.peer_port}"
         argv = [
             str(ETCD),

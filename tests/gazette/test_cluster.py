@@ -4,6 +4,8 @@ every process it started, by PID, leaving no port bound."""
 from __future__ import annotations
 
 import os
+import socket
+import urllib.request
 
 import pytest
 
@@ -66,3 +68,23 @@ def test_session_cluster_fixture(gazette_cluster):
     with gazette_cluster.client() as c:
         assert c.list_journals("name=fixture/session") == []
     assert pb.OK == 0
+
+
+def test_etcd_whose_port_was_taken_before_it_bound_starts_on_fresh_ports(tmp_path):
+    """Another process may bind the port :func:`realgazette.free_port` chose before etcd does:
+    the first start picks fresh ports instead of failing the test that needed a cluster."""
+    realgazette.require()
+    etcd = realgazette.Etcd(tmp_path / "etcd")
+    taken = etcd.client_port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            etcd.start()
+            assert etcd.client_port != taken
+            assert "address already in use" in etcd.log.read_text()
+            with urllib.request.urlopen(f"{etcd.endpoint}/health", timeout=5) as resp:
+                assert resp.status == 200
+        finally:
+            etcd.stop()
+    assert etcd.proc is not None and etcd.proc.poll() is not None

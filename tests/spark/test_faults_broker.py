@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -34,12 +33,6 @@ from pyspark_gazette.message import NDJSON
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class KillableBroker:
     """A broker child process that can be held mid-RPC, SIGKILLed and restarted at one address."""
 
@@ -49,7 +42,7 @@ class KillableBroker:
         self.hold_dir = tmp_path / "hold"
         self.hold_dir.mkdir()
         self._log = open(tmp_path / "broker.log", "ab")  # noqa: SIM115 - closed in stop()
-        self.port = free_port()
+        self.port = 0  # the broker picks it on first start; restarts reuse it
         self.proc: subprocess.Popen | None = None
         self.address = ""
         self.kills = 0
@@ -60,6 +53,7 @@ class KillableBroker:
         self.proc, self.address = spawn_broker(
             self.data_dir, self.store_root, stderr=self._log, port=self.port, extra_args=args
         )
+        self.port = int(self.address.rsplit(":", 1)[1])
 
     def arm(self) -> None:
         (self.hold_dir / "armed").touch()
