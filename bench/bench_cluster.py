@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Spark cluster read benchmark: one executor against two, same data, same run.
 
-    sudo .venv/bin/python bench/bench_cluster.py [--mib 128] [--rounds 3] [--fragment-mib 4]
+    sudo .venv/bin/python bench/bench_cluster.py [--mib 128] [--rounds 3] [--fragment-mib 4] [--broker gazette]
 
 Root is needed: the set-up is the cluster tier's (tests/cluster): a Spark standalone master here
 and two workers, each in its own network namespace ("host") with one core and 1 GiB, executors on
 a virtualenv with the project installed from a wheel (.cluster-python/, built on first use). An
-embedded broker on the test network holds a journal of ndjson click events in ZSTANDARD
+embedded broker on the test network (with ``--broker gazette``: one real Gazette broker and
+etcd, from ``.bin/``) holds a journal of ndjson click events in ZSTANDARD
 fragments on a file store that every host mounts (the same directory: the shared-storage case,
 ``store.fileRoot``), so executors read fragments directly.
 
@@ -31,6 +32,7 @@ process (driver Python and broker).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -38,6 +40,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -72,6 +75,44 @@ def cpu_snapshot(cluster, driver_jvm: int | None) -> dict[str, float]:
     return out
 
 
+@contextlib.contextmanager
+def journal_on(args, host: str, work: pathlib.Path) -> Iterator[tuple[str, str, int, int]]:
+    """The bench journal, ``--mib`` of ndjson click events in ``--fragment-mib`` ZSTANDARD
+    fragments on a file store, served on ``host`` by the embedded broker or by a real Gazette
+    broker with etcd (started here, stopped by PID on exit). Yields the broker's address, the
+    store's root, the end of the persisted fragments (the bench reads up to it) and their number."""
+    from bench_read import make_lines
+    from benchlib import append_lines, ndjson_spec
+    from pyspark_gazette.client import Change, ClientConfig, JournalClient
+
+    data = make_lines(args.mib << 20)
+    if args.broker == "gazette":
+        from realfragments import wait_persisted
+        from realgazette import GazetteCluster
+
+        # Gazette lists a fragment as persisted at the next listing of its store: every few seconds.
+        spec = ndjson_spec("bench/events", args.fragment_mib << 20, refresh_seconds=5)
+        with GazetteCluster(work / "gazette", brokers=1, host=host) as cluster:
+            cluster.apply_specs([spec])
+            with cluster.client() as client:
+                append_lines(client, "bench/events", data)  # 1 MiB appends on line boundaries
+                wait_persisted(client, ["bench/events"], timeout=600)
+                persisted = [f for f in client.list_fragments("bench/events") if f.spec.mod_time]
+                yield cluster.address, cluster.file_root, persisted[-1].spec.end, len(persisted)
+        return
+    from pyspark_gazette.broker import EmbeddedBroker
+
+    store = str(work / "store")
+    with EmbeddedBroker(str(work / "broker"), host=host, file_root=store) as broker:
+        with JournalClient(ClientConfig(broker.address, file_root=store)) as client:
+            client.apply([Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20))])
+            append_lines(client, "bench/events", data)
+            client.append("bench/events", b'{"event_id":-1}\n')  # rolls the last data fragment
+            assert broker.wait_persisted(300)
+            persisted = [f for f in client.list_fragments("bench/events") if f.spec.mod_time]
+            yield broker.address, store, persisted[-1].spec.end, len(persisted)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mib", type=int, default=128, help="uncompressed MiB of ndjson (default %(default)s)")
@@ -84,7 +125,17 @@ def main() -> int:
         "against minPartitions=1 (one packed partition), "
         "maxPartitionBytes left at its default",
     )
+    p.add_argument(
+        "--broker",
+        choices=("embedded", "gazette"),
+        default="embedded",
+        help="the embedded broker, or one real Gazette broker with etcd (from .bin/, `make gazette`)",
+    )
     args = p.parse_args()
+    if args.fragment_mib >= args.mib:
+        p.error(
+            f"--fragment-mib ({args.fragment_mib}) must be below --mib ({args.mib}): no fragment would be persisted"
+        )
 
     from cluster import netns, standalone
 
@@ -96,27 +147,13 @@ def main() -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from bench_read import make_lines
-    from benchlib import append_lines, ndjson_spec
-    from pyspark_gazette.broker import EmbeddedBroker
-    from pyspark_gazette.client import Change, ClientConfig, JournalClient
-
     python = standalone.executor_python()
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-cluster-", dir=os.environ.get("BENCH_TMP", HERE)))
     net = netns.TestNetwork(["w1", "w2"])
     try:
         net.start()
-        store = work / "store"
-        with EmbeddedBroker(str(work / "broker"), host=net.gateway, file_root=str(store)) as broker:
-            client = JournalClient(ClientConfig(broker.address, file_root=str(store)))
-            client.apply([Change(0, upsert=ndjson_spec("bench/events", args.fragment_mib << 20))])
-            data = make_lines(args.mib << 20)
-            append_lines(client, "bench/events", data)  # 1 MiB appends on line boundaries
-            client.append("bench/events", b'{"event_id":-1}\n')  # rolls the last data fragment
-            assert broker.wait_persisted(300)
-            persisted = [f for f in client.list_fragments("bench/events") if f.spec.mod_time]
-            end = persisted[-1].spec.end
-            print(f"data: {end / 1e6:.1f} MB of ndjson in {len(persisted)} persisted ZSTANDARD fragments")
+        with journal_on(args, net.gateway, work) as (address, store, end, fragments):
+            print(f"data: {end / 1e6:.1f} MB of ndjson in {fragments} persisted ZSTANDARD fragments ({args.broker})")
             ending = json.dumps({"bench/events": end})
 
             cluster = standalone.SparkStandalone(net, work / "spark", ["w1", "w2"]).start()
@@ -150,7 +187,7 @@ def main() -> int:
                         def gz(spark=spark, **opts):
                             r = (
                                 spark.read.format("gazette")
-                                .option("broker.address", broker.address)
+                                .option("broker.address", address)
                                 .option("store.fileRoot", str(store))
                                 .option("endingOffsets", ending)
                             )
@@ -219,7 +256,6 @@ def main() -> int:
             for (name, cores), c in sorted(cpu.items()):
                 cells = " | ".join(f"{c.get(k, 0.0):.1f}" for k in keys)
                 print(f"| {name}, {cores} | {cells} | {best[(name, cores)]:.1f} |")
-            client.close()
     finally:
         net.stop()
         shutil.rmtree(work, ignore_errors=True)
