@@ -74,3 +74,7 @@ def test_temporary_views_for_reads_and_insert_into(spark, broker, client, create
     assert ids(client, "sql/dst") == [2, 3]
     client.append("sql/src", ndjson(events(1, 50)))
     assert spark.sql(f"SELECT count(*) AS n FROM {src}").first().n == 5  # fresh per query
+    # A view whose journals names one journal serves INSERT INTO with only value too.
+    spark.sql(f"""INSERT INTO {src} (value) VALUES ('{{"id": 60}}')""")
+    assert ids(client, "sql/src")[-1] == 60
+    assert spark.sql(f"SELECT count(*) AS n FROM {src}").first().n == 6

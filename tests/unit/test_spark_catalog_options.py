@@ -11,6 +11,7 @@ from pyspark_gazette.spark.options.catalog import (
     catalog_options,
     for_scope,
     is_catalog,
+    is_write_target,
     stash,
     stashed,
     table_options,
@@ -60,3 +61,12 @@ def test_journal_and_journals_stand_for_each_other():
     assert for_scope({"journals": "a/b/c"}, WRITE) == {"journal": "a/b/c"}
     assert for_scope({"journals": "a/b/c,d/e/f"}, WRITE) == {"journals": "a/b/c,d/e/f"}  # refused by parse
     assert for_scope({"journals": "a/b/c", "journal": "x/y/z"}, READ) == {"journals": "a/b/c", "journal": "x/y/z"}
+
+
+def test_a_view_is_a_write_target_when_a_write_can_name_its_journal():
+    assert is_write_target({"journal": "a/b/c"})
+    assert is_write_target({"JOURNALS": "a/b/c", "broker.address": "http://x:1"})  # one journal
+    assert not is_write_target({"journals": "a/b/c,d/e/f"})
+    assert not is_write_target({"journals": "a/b/c", "selector": "x=y"})
+    assert not is_write_target({"journal": "a/b/c", "path": "a/b/c"})
+    assert not is_write_target({"selector": "x=y"})

@@ -59,8 +59,11 @@ def nullable(schema: Any) -> Any:
 
 
 def is_write_target(options: Mapping[str, str]) -> bool:
-    """Options naming a ``journal`` to write and nothing to read (a view for ``INSERT INTO``)."""
-    keys = {str(k).lower() for k in options}
+    """Options a write can append with (a view for ``INSERT INTO``): a ``journal``, or
+    ``journals`` naming one journal (:func:`for_scope`), and no ``selector`` or ``path``."""
+    from pyspark_gazette.spark.options.table import WRITE
+
+    keys = {str(k).lower() for k in for_scope(options, WRITE)}
     return "journal" in keys and not {"journals", "selector", "path"} & keys
 
 
