@@ -174,6 +174,7 @@ def main() -> int:
                             .config("spark.executor.cores", "1")
                             .config("spark.cores.max", str(cores))
                             .config("spark.ui.enabled", "false")
+                            .config("spark.ui.showConsoleProgress", "false")
                             .config("spark.sql.session.timeZone", "UTC")
                             .config("spark.sql.shuffle.partitions", "2")
                             .getOrCreate()
