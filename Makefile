@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
+.PHONY: help quickstart test bench-kafka fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -220,6 +220,12 @@ oldest-pyspark-venv: $(OLD_STAMP)  ## only the venv of test-oldest-pyspark (CI b
 
 test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the oldest supported pyspark
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(SMOKE) -m "not real_gazette and not slow"
+
+# Spark's Kafka source side by side (docs/benchmarks.md): on the oldest PySpark, the one whose
+# spark-sql-kafka jar Maven Central serves; .venv's install builds the C scanner into the
+# checkout, which that venv's editable install imports; `gazette` for BENCH_ARGS="--broker gazette".
+bench-kafka: $(STAMP) $(OLD_STAMP) gazette  ## bench/bench_kafka.py with BENCH_ARGS (e.g. "--events 200000 --broker gazette")
+	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python bench/bench_kafka.py $(BENCH_ARGS)
 
 test-notebook-delta: $(OLD_STAMP)  ## notebook 05 merging into a Delta table (oldest pyspark + delta-spark)
 	NOTEBOOK_TABLE_FORMAT=delta PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/notebooks/test_notebooks.py -k "top_to_bottom and 05"
