@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark_gazette import _forks  # noqa: F401  (first, before anything imports gRPC: see there)
 from pyspark_gazette.errors import GazetteError
 
 __version__ = "0.1.0.dev0"

@@ -30,7 +30,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pyspark_gazette import _forks  # noqa: F401  (first: before anything imports gRPC)
 from pyspark_gazette.broker.main import broker_main
 from pyspark_gazette.cli_read import copy_journal, exit_on_ctrl_c
 from pyspark_gazette.client import Change, ClientConfig, JournalClient

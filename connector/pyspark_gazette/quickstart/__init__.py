@@ -38,7 +38,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from pyspark_gazette import _forks  # noqa: F401  (first: gRPC's fork handlers off, see there)
 from pyspark_gazette.broker import EmbeddedBroker
 from pyspark_gazette.client import Change, ClientConfig, JournalClient
 from pyspark_gazette.client.specs import load_spec_file, load_specs
