@@ -132,10 +132,9 @@ def main() -> int:
         help="the embedded broker, or one real Gazette broker with etcd (from .bin/, `make gazette`)",
     )
     args = p.parse_args()
-    if args.fragment_mib >= args.mib:
-        p.error(
-            f"--fragment-mib ({args.fragment_mib}) must be below --mib ({args.mib}): no fragment would be persisted"
-        )
+    from benchlib import require_rolled_fragment
+
+    require_rolled_fragment(p, args)
 
     from cluster import netns, standalone
 

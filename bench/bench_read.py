@@ -223,11 +223,9 @@ def main() -> int:
     p.add_argument("--codec", default="ZSTANDARD", help="fragment codec of the data journal (default %(default)s)")
     p.add_argument("--shape", default="clicks", choices=("clicks", "nested"), help="record shape (default %(default)s)")
     args = p.parse_args()
-    if args.fragment_mib >= args.mib:
-        # The bench reads the persisted fragments; a journal shorter than one never rolls one.
-        p.error(
-            f"--fragment-mib ({args.fragment_mib}) must be below --mib ({args.mib}): no fragment would be persisted"
-        )
+    from benchlib import require_rolled_fragment
+
+    require_rolled_fragment(p, args)
     nested = args.shape == "nested"
     schema_ddl = NESTED_SCHEMA if nested else SCHEMA
     two_ddl = NESTED_TWO_FIELDS if nested else TWO_FIELDS

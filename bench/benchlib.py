@@ -36,6 +36,15 @@ def ndjson_spec(
     return make_spec(name, store=store, length=length, refresh_seconds=refresh_seconds, codec=codec)
 
 
+def require_rolled_fragment(parser, args) -> None:  # type: ignore[no-untyped-def]
+    """Refuse (``parser.error``) a ``--fragment-mib`` at or above ``--mib``: the benches read the
+    persisted fragments, and a journal shorter than one fragment never rolls one."""
+    if args.fragment_mib >= args.mib:
+        parser.error(
+            f"--fragment-mib ({args.fragment_mib}) must be below --mib ({args.mib}): no fragment would be persisted"
+        )
+
+
 @contextlib.contextmanager
 def jfr_recording(spark, path: str | None):  # type: ignore[no-untyped-def]
     """A JDK Flight Recorder recording (``settings=profile``) of the driver JVM around the block,

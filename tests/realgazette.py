@@ -144,16 +144,16 @@ class Etcd:
     def start(self) -> Etcd:
         """Start etcd. A restart keeps its ports (brokers know its endpoint); a first start whose
         port was taken meanwhile ("address already in use") retries on fresh ports."""
-        first = self.proc is None
-        for attempt in range(self.PORT_RETRIES + 1):
-            try:
-                return self._start_once()
-            except RuntimeError:
-                if not (first and attempt < self.PORT_RETRIES and self._lost_port_race()):
-                    raise
-                shutil.rmtree(self.dir / "etcd-data", ignore_errors=True)
-                self._take_ports()
-        raise AssertionError("unreachable")
+        if self.proc is None:
+            for _ in range(self.PORT_RETRIES):
+                try:
+                    return self._start_once()
+                except RuntimeError:
+                    if not self._lost_port_race():
+                        raise
+                    shutil.rmtree(self.dir / "etcd-data", ignore_errors=True)
+                    self._take_ports()
+        return self._start_once()
 
     def _lost_port_race(self) -> bool:
         return (
