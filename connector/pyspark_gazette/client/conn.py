@@ -391,7 +391,7 @@ class Connections:
         gone.__cause__ = err
         return gone
 
-    def unary(self, what: str, rpc: str, request: Any, *, attempts: int = CONNECT_ATTEMPTS) -> Any:
+    def unary(self, what: str, rpc: str, request: Any, *, attempts: int | None = CONNECT_ATTEMPTS) -> Any:
         """Call the unary RPC named ``rpc`` of the bootstrap broker with :meth:`retry_unavailable`."""
 
         def call() -> Any:
@@ -414,9 +414,11 @@ class Connections:
                 self.endpoint_failed(journal, endpoint if code == grpc.StatusCode.UNAVAILABLE else None)
             raise
 
-    def retry_unavailable(self, what: str, call: Callable[[], _T], *, attempts: int = CONNECT_ATTEMPTS) -> _T:
+    def retry_unavailable(self, what: str, call: Callable[[], _T], *, attempts: int | None = CONNECT_ATTEMPTS) -> _T:
         """Run ``call``, retrying gRPC ``UNAVAILABLE`` (a broker restarting) up to ``attempts``
         times with :func:`backoff`; gRPC errors are translated, other errors raised at once.
+        ``attempts=None``: for ``broker_timeout`` (forever when it is None), as an append or a
+        read does; while nothing has answered the client, :meth:`unreachable` still cuts it short.
 
         When the failed call moved the bootstrap address on (:meth:`on_endpoint`), the next
         address is tried at once, without backoff or an attempt spent, until each configured
@@ -440,12 +442,18 @@ class Connections:
                     log.debug("%s: %s; trying %s", what, err, self._bootstrap)
                     continue
                 tried = 1
-                gone = self.unreachable(what, err, attempt, since, final=attempt + 1 >= attempts)
+                budget = self.config.broker_timeout
+                spent = (
+                    attempt + 1 >= attempts
+                    if attempts is not None
+                    else budget is not None and time.monotonic() - since + backoff(attempt) > budget
+                )
+                gone = self.unreachable(what, err, attempt, since, final=spent)
                 if gone is not None:
                     raise gone from err
-                if attempt + 1 >= attempts:
+                if spent:
                     raise
-                log.debug("%s: %s; retrying", what, err)
+                log.log(logging.DEBUG if attempts is not None else logging.WARNING, "%s: %s; retrying", what, err)
                 time.sleep(backoff(attempt))
                 attempt += 1
 

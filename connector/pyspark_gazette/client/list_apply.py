@@ -66,7 +66,7 @@ def list_journals(
     conns: Connections,
     selector: str | pb.LabelSelector | None = None,
     *,
-    attempts: int = CONNECT_ATTEMPTS,
+    attempts: int | None = CONNECT_ATTEMPTS,
     what: str = "List",
 ) -> list[JournalInfo]:
     """All journals matching ``selector`` (label-selector syntax or a ``LabelSelector``).
@@ -273,6 +273,7 @@ def list_fragments(
     page_limit: int = 0,
     do_not_proxy: bool = False,
     start: int = 0,
+    attempts: int | None = CONNECT_ATTEMPTS,
 ) -> list[ListedFragment]:
     """Every fragment of ``journal`` in ascending ``begin`` order, following all pages; with
     ``start``, those beginning at or after it (Gazette's page token is a begin offset).
@@ -281,6 +282,8 @@ def list_fragments(
     ``mod_time < begin_mod_time`` are dropped, and when ``end_mod_time`` is set, unpersisted
     fragments and those with ``mod_time > end_mod_time`` are dropped.
     ``signature_ttl`` (seconds) asks for a signed GET URL per persisted fragment.
+    ``attempts``: as :meth:`~pyspark_gazette.client.conn.Connections.retry_unavailable`'s (None:
+    a broker restarting is waited for ``broker_timeout``).
     """
     return list(
         iter_fragments(
@@ -292,6 +295,7 @@ def list_fragments(
             page_limit=page_limit,
             do_not_proxy=do_not_proxy,
             start=start,
+            attempts=attempts,
         )
     )
 
@@ -306,6 +310,7 @@ def iter_fragments(
     page_limit: int = 0,
     do_not_proxy: bool = False,
     start: int = 0,
+    attempts: int | None = CONNECT_ATTEMPTS,
 ) -> Iterable[ListedFragment]:
     """Like :func:`list_fragments`, one page at a time."""
     if not 0 <= page_limit <= 10_000:
@@ -330,7 +335,7 @@ def iter_fragments(
         )
 
     while True:
-        resp = conns.retry_unavailable("ListFragments", once)
+        resp = conns.retry_unavailable("ListFragments", once, attempts=attempts)
         conns.update_route(journal, resp.header if resp.HasField("header") else None)
         if resp.status != pb.OK:
             raise error_for_status(resp.status, "ListFragments failed", journal=journal, response=resp)

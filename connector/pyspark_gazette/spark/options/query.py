@@ -169,6 +169,8 @@ class WriteOptions:
     create_journals: str | None
     max_batch_bytes: int
     allow_write_to_source: bool = False
+    #: ``commitWhen``: wait until the appends are persisted (``persisted``) before committing.
+    persisted: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, env: Mapping[str, str] | None = None) -> WriteOptions:
@@ -191,4 +193,5 @@ class WriteOptions:
             create_journals=v.get("createJournals"),
             max_batch_bytes=v["maxBatchBytes"],
             allow_write_to_source=v["allowWriteToSource"],
+            persisted=v["commitWhen"] == "persisted",
         )

@@ -529,6 +529,24 @@ OPTIONS: tuple[Option, ...] = (
         scopes=frozenset({WRITE}),
     ),
     Option(
+        "commitWhen",
+        "enum",
+        "acknowledged",
+        "When a write counts as done. `acknowledged` (default): once Gazette acknowledged its appends "
+        "(held by every replica of the journal, not yet in the fragment store). `persisted`: a batch "
+        "write reports success, and a streaming micro-batch is committed, only once every span it "
+        "appended is listed in persisted fragments; a span Gazette loses before persisting it fails "
+        "the write naming the journal and offsets (a stream's failed micro-batch is not committed, and "
+        "when the query is started again from its checkpoint it appends exactly the lost partitions "
+        "once more). It costs the wait for the spool to be persisted: up to about the journal's "
+        "`flush_interval` (or the time to fill `fragment.length`) per write or micro-batch, bounded by "
+        "`broker.timeout`. The journal needs a fragment store and a `flush_interval` (checked at "
+        "planning for the `journal` option); a stream needs a local `checkpointLocation`. See "
+        "docs/exactly-once.md.",
+        scopes=frozenset({WRITE}),
+        choices=("acknowledged", "persisted"),
+    ),
+    Option(
         "createJournals",
         "string",
         None,

@@ -49,6 +49,7 @@ from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.options.templates import spec_from_template, spec_template
 from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.write.encode import Framed, frame_values, json_lines, uuid_strings
+from pyspark_gazette.spark.write.persisted import check_journal as check_persistable
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,8 @@ class WriteTask:
         framing = self.framings.get(journal)
         if framing is None:
             info = resolve_journal(self.client, journal, self.opts)
+            if self.opts.persisted:
+                check_persistable(journal, info)
             framing = framing_of(info, self.opts.framing)
             check_framing(journal, framing, self.plan)
             self.framings[journal] = framing
