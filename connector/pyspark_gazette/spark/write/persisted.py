@@ -10,6 +10,12 @@ listed as persisted (``mod_time`` set). What it waits with:
 
 * the journal's fragments are listed (from the fragment covering the lowest span: Gazette's
   page token is a begin offset), again with a short backoff while a span is not persisted;
+* while one is listed but not persisted, a zero-byte append (what Gazette's primary sends itself
+  every minute, its "pulse") goes to the journal about every second: an append rolls the open
+  spool, which the primary then persists, once the spool holds more than ``fragment.length``
+  or a ``flush_interval`` boundary (UTC) has passed since its first append. So the wait is about
+  one persist when the write's appends exceed ``fragment.length``, else up to the next
+  ``flush_interval`` boundary (at least a minute in Gazette);
 * a span that no listed fragment covers (the write head went back below it, or a hole) is
   looked for in the listing of each route member (``do_not_proxy``), as the sink's watch does
   (:mod:`pyspark_gazette.spark.write.watch`); still missing when ``broker.timeout`` has passed,
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 
 #: Longest pause between two listings while a span is not yet persisted (seconds).
 MAX_POLL = 0.5
+#: Seconds between two zero-byte appends that roll the open spool when it is due.
+PULSE_EVERY = 1.0
 #: Where the sink keeps what it found lost, under its checkpoint directory.
 RECORD_DIR = "gazette-persisted"
 
@@ -130,6 +138,7 @@ def wait_persisted(client: JournalClient, journal: str, spans: Sequence[tuple[in
     started = time.monotonic()
     deadline = started + budget if budget is not None else None
     attempt = 0
+    pulsed = 0.0
     while True:
         frags = client.list_fragments(journal, start=token, attempts=None)
         pending = [r for b, e in want for r in covered(frags, b, e, persisted=True)]
@@ -146,6 +155,9 @@ def wait_persisted(client: JournalClient, journal: str, spans: Sequence[tuple[in
                 frags += member_listing(conns, journal, endpoint)
             missing = [r for b, e in pending for r in covered(frags, b, e, persisted=False)]
         now = time.monotonic()
+        if not missing and now - pulsed >= PULSE_EVERY:
+            pulsed = now
+            _pulse(client, journal)
         if deadline is not None and now + poll(attempt) > deadline:
             if missing:
                 return _merge(missing)
@@ -162,6 +174,15 @@ def wait_persisted(client: JournalClient, journal: str, spans: Sequence[tuple[in
             )
         time.sleep(poll(attempt))
         attempt += 1
+
+
+def _pulse(client: JournalClient, journal: str) -> None:
+    """A zero-byte append: the broker rolls the journal's open spool if it is due (longer than
+    ``fragment.length``, or past a ``flush_interval`` boundary), and the roll persists it."""
+    try:
+        client.appender(journal).close()
+    except GazetteError as e:  # only a nudge: the listing decides
+        log.debug("journal %r: zero-byte append to roll its spool failed: %s", journal, e)
 
 
 def _ranges(spans: Sequence[tuple[int, int]]) -> str:
