@@ -193,6 +193,8 @@ class GazetteBatchWriter(DataSourceArrowWriter):
 
     def _wait_persisted(self, spans: list[tuple[str, int, int]]) -> None:
         """``commitWhen=persisted``: return once every span is persisted; raise naming what was lost."""
+        for journal in sorted({s[0] for s in spans}):
+            testing.rpc_hold("commit", journal, self.options.connection.address)
         with JournalClient(self.options.connection.client_config(task=True)) as client:
             lost = persisted.wait_all(client, spans)
         if lost:
