@@ -78,6 +78,8 @@ def refused(check: pb.LabelSelector, key: str) -> set[str]:
 def test_register_values_of_a_rerun_after_a_loss():
     key = "gzsink/q/0"
     check, union = register_guard(key, 5)
+    assert label_values(union, key) == ["5"] and "5.1" not in refused(check, key)  # the default mode
+    check, union = register_guard(key, 5, reruns=True)
     assert label_values(union, key) == ["5"]
     assert {"5", "5.1", "5.2", "6", str(5 + FUTURE_WINDOW)} <= refused(check, key)
     # The first re-run of a lost append: not refused by the lost append's "5", refuses itself.

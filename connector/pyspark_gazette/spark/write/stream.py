@@ -127,15 +127,19 @@ def register_key(query_id: str, partition: int) -> str:
     return key
 
 
-def register_guard(key: str, batch: int, lost: int = 0) -> tuple[pb.LabelSelector, pb.LabelSet]:
+def register_guard(
+    key: str, batch: int, lost: int = 0, *, reruns: bool = False
+) -> tuple[pb.LabelSelector, pb.LabelSet]:
     """(check_registers, union_registers) of an append of ``batch`` under ``key``.
 
     ``lost``: how many times ``commitWhen=persisted`` found this partition's append of ``batch``
     lost (:mod:`pyspark_gazette.spark.write.persisted`); the append then writes the value
     ``<batch>.<lost>``, which the lost append's ``<batch>`` does not refuse, and refuses itself
-    and the next values of the batch, so a second attempt of the re-run does not append again."""
+    and the next values of the batch, so a second attempt of the re-run does not append again.
+    ``reruns`` (``commitWhen=persisted``): an append of ``batch`` also refuses those values."""
     later = [str(b) for b in range(batch + 1, batch + FUTURE_WINDOW + 1)]
-    retries = [f"{batch}.{n}" for n in range(max(lost, 1), max(lost, 1) + LOST_WINDOW)]
+    first = max(lost, 1)
+    retries = [f"{batch}.{n}" for n in range(first, first + LOST_WINDOW)] if lost or reruns else []
     refused = ([] if lost else [str(batch)]) + retries + later
     check = pb.LabelSelector(exclude=label_set({key: refused}))
     return check, label_set({key: f"{batch}.{lost}" if lost else str(batch)})
@@ -223,7 +227,7 @@ class StreamWriteTask(WriteTask):
                     self.batch,
                     self.partition,
                 )
-        check, union = register_guard(self.key, self.batch, lost)
+        check, union = register_guard(self.key, self.batch, lost, reruns=self.opts.persisted)
         try:
             frag = self.client.append(journal, spool, check_registers=check, union_registers=union)
         except RegisterMismatchError as e:
