@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import shutil
 import statistics
@@ -71,6 +72,8 @@ def main() -> None:
     from pyspark_gazette.client import Change, JournalClient
 
     root = pathlib.Path(tempfile.mkdtemp(prefix="bench-persisted-"))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers with this checkout's package
+    # Spark (a forked JVM) before the in-process broker's gRPC threads exist.
     spark = local_spark("local[2]", **{"spark.sql.shuffle.partitions": 2})
     small, large = 1024, 1 << 30
     cases = [

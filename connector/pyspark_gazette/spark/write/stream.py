@@ -29,6 +29,10 @@ Registers make a re-run safe, not the content durable: Gazette acknowledges an a
 its replicas' spools, and can lose it if every one of them dies before persisting it. The
 driver watches the spans its batches committed until they are persisted and fails the query,
 naming the journal, offsets and batch, if one is lost (:mod:`pyspark_gazette.spark.write.watch`).
+With ``commitWhen=persisted`` the commit instead waits until the batch's spans are persisted
+(:mod:`pyspark_gazette.spark.write.persisted`); a loss fails the micro-batch after recording, in
+the checkpoint directory, its lost and persisted partitions: the re-run appends the lost ones
+under the register value ``<batch>.<n>`` and skips the persisted ones.
 
 ``transactional`` is not supported for streams (the registers already make the rows
 exactly-once for every reader).
