@@ -12,8 +12,10 @@ returning (the batch committed). Three journals:
   is rolled only at the next ``flush_interval`` boundary (``--flush`` seconds; Gazette's
   minimum is 60): the commit waits for it.
 
-Each journal has ``flush_interval`` ``--flush`` (the mode requires one). Printed: the median
-seconds per micro-batch of each and its ratio to ``acknowledged``.
+Each journal has ``flush_interval`` ``--flush`` (the mode requires one). The first two queries
+run side by side, their micro-batches interleaved (one warm-up batch each, not timed); the third
+after them. Printed: the median seconds per micro-batch of each and its ratio to
+``acknowledged``.
 
     .venv/bin/python bench/bench_persisted_commit.py [--rows 2000] [--batches 5] [--boundary-batches 2] [--flush 60]
 """
@@ -34,30 +36,31 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from benchlib import local_spark, make_spec  # noqa: E402
 
 
-def run(
-    spark, broker, root: pathlib.Path, name: str, journal: str, rows: int, batches: int, options: dict
-) -> list[float]:
-    folder, checkpoint = root / f"in-{name}", root / f"ck-{name}"
-    folder.mkdir()
-    df = spark.readStream.schema("id long, name string").option("maxFilesPerTrigger", 1).json(str(folder))
-    w = df.writeStream.format("gazette").option("broker.address", broker.address).option("journal", journal)
-    w = w.option("checkpointLocation", str(checkpoint))
-    for k, v in options.items():
-        w = w.option(k, v)
-    q = w.start()
-    times = []
-    try:
-        for b in range(batches + 1):  # the first one warms up (not timed)
-            data = "".join(json.dumps({"id": b * rows + i, "name": f"name-{b}-{i:08d}"}) + "\n" for i in range(rows))
-            (folder / f".in-{b:04d}.tmp").write_text(data)
-            started = time.monotonic()
-            (folder / f".in-{b:04d}.tmp").rename(folder / f"in-{b:04d}.json")
-            q.processAllAvailable()
-            if b:
-                times.append(time.monotonic() - started)
-    finally:
-        q.stop()
-    return times
+class Stream:
+    """One sink query fed one input file per micro-batch."""
+
+    def __init__(self, spark, broker, root: pathlib.Path, name: str, journal: str, rows: int, options: dict):
+        self.folder, checkpoint = root / f"in-{name}", root / f"ck-{name}"
+        self.folder.mkdir()
+        self.rows, self.batch = rows, 0
+        df = spark.readStream.schema("id long, name string").option("maxFilesPerTrigger", 1).json(str(self.folder))
+        w = df.writeStream.format("gazette").option("broker.address", broker.address).option("journal", journal)
+        w = w.option("checkpointLocation", str(checkpoint))
+        for k, v in options.items():
+            w = w.option(k, v)
+        self.query = w.start()
+
+    def one(self) -> float:
+        """Seconds from a new input file to its micro-batch committed."""
+        b, rows = self.batch, self.rows
+        self.batch += 1
+        data = "".join(json.dumps({"id": b * rows + i, "name": f"name-{b}-{i:08d}"}) + "\n" for i in range(rows))
+        tmp = self.folder / f".in-{b:04d}.tmp"
+        tmp.write_text(data)
+        started = time.monotonic()
+        tmp.rename(self.folder / f"in-{b:04d}.json")
+        self.query.processAllAvailable()
+        return time.monotonic() - started
 
 
 def main() -> None:
@@ -77,19 +80,33 @@ def main() -> None:
     spark = local_spark("local[2]", **{"spark.sql.shuffle.partitions": 2})
     small, large = 1024, 1 << 30
     cases = [
-        ("acknowledged", small, {}, args.batches),
-        ("persisted, small fragments", small, {"commitWhen": "persisted"}, args.batches),
-        ("persisted, flush boundary", large, {"commitWhen": "persisted"}, args.boundary_batches),
+        ("acknowledged", small, {}),
+        ("persisted, small fragments", small, {"commitWhen": "persisted"}),
+        ("persisted, flush boundary", large, {"commitWhen": "persisted"}),
     ]
     try:
         with EmbeddedBroker(str(root / "broker"), file_root=str(root / "store")) as broker:
-            results = {}
             with JournalClient(broker.address) as client:
-                for i, (_name, length, _, _) in enumerate(cases):
+                for i, (_name, length, _) in enumerate(cases):
                     spec = make_spec(f"bench/persisted-{i}", length=length, flush_seconds=args.flush)
                     client.apply([Change(expect_mod_revision=0, upsert=spec)])
-            for i, (name, _, options, batches) in enumerate(cases):
-                results[name] = run(spark, broker, root, str(i), f"bench/persisted-{i}", args.rows, batches, options)
+            streams = [
+                Stream(spark, broker, root, str(i), f"bench/persisted-{i}", args.rows, options)
+                for i, (_, _, options) in enumerate(cases)
+            ]
+            results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+            try:
+                for s in streams[:2]:
+                    s.one()  # warm-up, not timed
+                for _ in range(args.batches):  # the first two interleaved, batch by batch
+                    for (name, _, _), s in zip(cases[:2], streams[:2], strict=True):
+                        results[name].append(s.one())
+                streams[2].one()
+                for _ in range(args.boundary_batches):
+                    results[cases[2][0]].append(streams[2].one())
+            finally:
+                for s in streams:
+                    s.query.stop()
         base = statistics.median(results["acknowledged"])
         print(f"rows per micro-batch {args.rows}, flush_interval {args.flush}s, fragment.length {small} / {large}")
         for name, times in results.items():
