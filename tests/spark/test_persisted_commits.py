@@ -24,8 +24,10 @@ def store_spans(store_root, journal) -> list[tuple[int, int]]:
         return []
     spans = []
     for p in folder.iterdir():
-        begin, end = p.name.split("-")[:2]
-        spans.append((int(begin, 16), int(end, 16)))
+        parts = p.name.split("-")
+        if p.name.startswith(".") or len(parts) < 3:
+            continue  # a persist's temporary file
+        spans.append((int(parts[0], 16), int(parts[1], 16)))
     return sorted(spans)
 
 
