@@ -139,6 +139,7 @@ def wait_persisted(client: JournalClient, journal: str, spans: Sequence[tuple[in
     deadline = started + budget if budget is not None else None
     attempt = 0
     pulsed = 0.0
+    warned = False
     while True:
         frags = client.list_fragments(journal, start=token, attempts=None)
         pending = [r for b, e in want for r in covered(frags, b, e, persisted=True)]
@@ -166,7 +167,8 @@ def wait_persisted(client: JournalClient, journal: str, spans: Sequence[tuple[in
                 f"persist them within broker.timeout ({budget:g}s): can its brokers reach its fragment store, "
                 "and is its flush_interval shorter than broker.timeout?"
             )
-        if missing and attempt == 0:
+        if missing and not warned:
+            warned = True
             log.warning(
                 "journal %r: appended offsets %s are listed by no broker; looking for them until broker.timeout",
                 journal,
