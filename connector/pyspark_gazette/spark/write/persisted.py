@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 
 #: Longest pause between two listings while a span is not yet persisted (seconds).
 MAX_POLL = 0.5
+#: Seconds a missing span is looked for when ``broker.timeout`` is 0 (no limit), as the sink's watch does.
+LOST_AFTER = 300.0
 #: Seconds between two zero-byte appends that roll the open spool when it is due.
 PULSE_EVERY = 1.0
 #: Where the sink keeps what it found lost, under its checkpoint directory.
@@ -137,6 +139,7 @@ def wait_persisted(client: JournalClient, journal: str, spans: Sequence[tuple[in
     budget = conns.config.broker_timeout
     started = time.monotonic()
     deadline = started + budget if budget is not None else None
+    lost_after = started + (budget if budget is not None else LOST_AFTER)  # broker.timeout 0: not forever
     attempt = 0
     pulsed = 0.0
     warned = False
@@ -159,9 +162,9 @@ def wait_persisted(client: JournalClient, journal: str, spans: Sequence[tuple[in
         if not missing and now - pulsed >= PULSE_EVERY:
             pulsed = now
             _pulse(client, journal)
+        if missing and now + poll(attempt) > lost_after:
+            return _merge(missing)
         if deadline is not None and now + poll(attempt) > deadline:
-            if missing:
-                return _merge(missing)
             raise NotPersistedError(
                 f"commitWhen=persisted: journal {journal!r} acknowledged offsets {_ranges(pending)} but did not "
                 f"persist them within broker.timeout ({budget:g}s): can its brokers reach its fragment store, "
