@@ -17,6 +17,7 @@ from typing import Any
 from pyspark_gazette.errors import OptionError, SpecError
 from pyspark_gazette.protocol.durations import parse_duration as go_duration
 from pyspark_gazette.spark.options.conf_file import options_from_file
+from pyspark_gazette.spark.options.kafka import kafka_hint
 from pyspark_gazette.spark.options.table import BY_KEY, ENV_PREFIX, OPTIONS, READS, STREAM, WRITE, Option
 
 #: Keys Spark itself may pass along with the user's options.
@@ -190,7 +191,8 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
     """Validate ``options`` for ``scope`` and return ``{canonical key: typed value}`` for every option
     of the scope, a missing one at its parsed default (:data:`DEFAULTS`).
 
-    Raises :class:`OptionError` for unknown keys, keys of another scope, and bad values.
+    Raises :class:`OptionError` for unknown keys (a key of Spark's Kafka source names what to use
+    instead, :mod:`~pyspark_gazette.spark.options.kafka`), keys of another scope, and bad values.
     """
     env = os.environ if env is None else env
     given = {str(k).lower(): v for k, v in options.items() if v is not None}
@@ -202,6 +204,11 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
             continue
         opt = BY_KEY.get(key)
         if opt is None:
+            kafka = kafka_hint(written[key])
+            if kafka is not None:
+                name, instead = kafka
+                what = "a Kafka client property" if key.startswith("kafka.") else "an option of Spark's Kafka source"
+                raise OptionError(written[key] if written[key] != key else name, f"is {what}; {instead}")
             close = closest(key, [o.key for o in OPTIONS])
             hint = f" (did you mean {close!r}?)" if close else ""
             # Spark lower-cases option keys before a data source sees them: a key without capitals

@@ -1,0 +1,81 @@
+"""Options of Spark's Kafka source and sink are refused with what to use instead, by our names."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from pyspark.sql.datasource import CaseInsensitiveDict
+
+from pyspark_gazette.errors import OptionError
+from pyspark_gazette.spark.options import BY_KEY, OPTIONS, READ, STREAM, WRITE, ReadOptions, parse
+from pyspark_gazette.spark.options.kafka import KAFKA_OPTIONS, KAFKA_PROPERTIES, kafka_hint
+
+BASE = {"broker.address": "http://127.0.0.1:8080", "journals": "a/b/c"}
+KAFKA_KEYS = sorted({*KAFKA_OPTIONS, *KAFKA_PROPERTIES, "kafka.max.poll.records", "kafka.ssl.keystore.location"})
+#: Names a hint may use besides our options: Spark's own option of every stream.
+SPARKS = {"checkpointLocation"}
+
+
+def option_names_in(text: str) -> set[str]:
+    """The words of ``text`` shaped like option names: camelCase, or dotted under broker./store./kafka."""
+    camel = set(re.findall(r"(?<![\w.])[a-z]+[A-Z]\w*", text))
+    dotted = set(re.findall(r"\b(?:broker|store|kafka)\.[\w.*]*\w|\bstore\.\*", text))
+    return camel | dotted
+
+
+@pytest.mark.parametrize("key", KAFKA_KEYS)
+@pytest.mark.parametrize("scope", [READ, STREAM, WRITE])
+def test_a_kafka_option_is_refused_naming_what_to_use(key, scope):
+    base = BASE if scope != WRITE else {"broker.address": "http://127.0.0.1:8080", "journal": "a/b/c"}
+    with pytest.raises(OptionError) as ei:
+        parse({**base, key: "x"}, scope, env={})
+    error = ei.value
+    assert error.option == key
+    assert error.message.startswith(("is an option of Spark's Kafka source; ", "is a Kafka client property; "))
+    assert "unknown option" not in error.message and "did you mean" not in error.message
+    ours = {o.key for o in OPTIONS}
+    named = option_names_in(error.message)
+    words = set(re.findall(r"[\w.]+", error.message))
+    assert named | (words & ours), f"the hint for {key} names no option: {error.message}"
+    for name in named:
+        assert name in ours | SPARKS or (name == "store.*" and any(k.startswith("store.") for k in ours)), (
+            f"the hint for {key} names {name!r}, which is not an option: {error.message}"
+        )
+
+
+@pytest.mark.parametrize("key", sorted({*KAFKA_OPTIONS, *KAFKA_PROPERTIES}))
+def test_spark_lower_cases_keys_and_the_error_shows_kafkas_spelling(key):
+    with pytest.raises(OptionError) as ei:
+        parse(CaseInsensitiveDict({**BASE, key: "x"}), STREAM, env={})
+    assert ei.value.option == key
+
+
+def test_no_kafka_hint_shadows_an_option_of_ours():
+    for key in {*KAFKA_OPTIONS, *KAFKA_PROPERTIES}:
+        assert key.lower() not in BY_KEY, key
+    assert kafka_hint("startingOffsets") is None and kafka_hint("broker.address") is None
+
+
+def test_kafka_names_that_mean_the_same_here_are_ours():
+    opts = ReadOptions.parse(
+        {
+            **BASE,
+            "startingOffsets": "earliest",
+            "failOnDataLoss": "false",
+            "minPartitions": "4",
+            "maxTriggerDelay": "1m",
+        },
+        streaming=True,
+        env={},
+    )
+    assert (opts.fail_on_data_loss, opts.min_partitions) == (False, 4)
+
+
+def test_a_kafka_key_in_the_options_file_names_the_file_line_and_the_hint(tmp_path):
+    conf = tmp_path / "gazette.conf"
+    conf.write_text("broker.address = http://127.0.0.1:8080\nkafka.bootstrap.servers = localhost:9092\n")
+    with pytest.raises(OptionError) as ei:
+        parse({"journals": "a/b/c"}, READ, env={"PYSPARK_GAZETTE_CONF": str(conf)})
+    assert ei.value.option == "kafka.bootstrap.servers"
+    assert f"{conf}, line 2: a Kafka name; use broker.address" in ei.value.message
