@@ -46,10 +46,13 @@ from pyspark_gazette.protocol.auth import mint_token
 from pyspark_gazette.protocol.durations import parse_duration
 from pyspark_gazette.protocol.specs import spec_problems
 from pyspark_gazette.quickstart import packaged_specs, run_quickstart
+from pyspark_gazette.spark.options.table import BY_KEY
 
 DEFAULT_ADDRESS = "http://localhost:8080"
 #: ``--broker.timeout`` when not given: long enough for a broker restart or a route change (an
 #: address where nothing ever answered fails sooner, by List's rule: ``Connections.unreachable``).
+#: Shorter on purpose than the Spark option's default (5m): a person waits at the terminal, while a
+#: Spark task failing would fail its whole job. The help says both.
 DEFAULT_BROKER_TIMEOUT = "1m"
 
 
@@ -134,7 +137,8 @@ def _add_broker_flags(p: argparse.ArgumentParser) -> None:
         dest="broker_timeout",
         default=DEFAULT_BROKER_TIMEOUT,
         help="how long to keep retrying while no broker answers (a broker down or restarting), e.g. 30s, 5m; "
-        "then exit 1 (0 = forever; default %(default)s, as the Spark option broker.timeout); an address where "
+        "then exit 1 (0 = forever; default %(default)s; the Spark option broker.timeout means the same for a task "
+        f"and defaults to {BY_KEY['broker.timeout'].default}); an address where "
         "nothing has answered yet fails after about 7s",
     )
 
