@@ -12,8 +12,9 @@ Anything else (a bug) keeps its whole traceback.
 
 One frame stays, the re-raise itself: Spark's worker drops its own frames from a traceback up to
 the first frame that is not pyspark's (``spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled``,
-on by default) and shows the rest; a traceback with no such frame it shows whole. That frame's
-line is the one a user reads, so it says where to look. Only the user's session can drop it:
+on by default) and shows the rest; a traceback with no such frame it shows whole. (A comment
+on the re-raise's line would show too, and make Python add a line of carets under it.) Only the
+user's session can drop that frame:
 ``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true`` makes the worker send the
 exception's last line alone, so our sentence follows Spark's prefix on the error's first line
 (docs/troubleshooting.md has the measured difference).
@@ -46,7 +47,7 @@ def plain(fn: _F) -> _F:
             try:
                 yield from fn(*args, **kwargs)
             except GazetteError as error:
-                raise error.with_traceback(None) from None  # pyspark-gazette's error, at the end, says what is wrong
+                raise error.with_traceback(None) from None
 
         return gen  # type: ignore[return-value]
 
@@ -56,6 +57,6 @@ def plain(fn: _F) -> _F:
         try:
             return fn(*args, **kwargs)
         except GazetteError as error:
-            raise error.with_traceback(None) from None  # pyspark-gazette's error, at the end, says what is wrong
+            raise error.with_traceback(None) from None
 
     return call  # type: ignore[return-value]
