@@ -5,7 +5,6 @@ command line names it."""
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import re
 
@@ -87,8 +86,12 @@ def test_the_command_lines_broker_timeout_and_the_spark_options_are_stated_as_in
     assert append.broker_timeout == cli_default
     helps = [
         a.help % {"default": a.default}
-        for a in cli.build_parser()._subparsers._group_actions[0].choices["journals"]._subparsers._group_actions[0]
-        .choices["append"]._actions
+        for a in cli.build_parser()
+        ._subparsers._group_actions[0]
+        .choices["journals"]
+        ._subparsers._group_actions[0]
+        .choices["append"]
+        ._actions
         if "--broker.timeout" in a.option_strings
     ]
     texts = {"--help": " ".join(f"--broker.timeout {h}" for h in helps)}

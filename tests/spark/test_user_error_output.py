@@ -132,7 +132,10 @@ def test_with_hide_traceback_our_sentence_is_on_the_errors_first_line(tmp_path):
     assert without_sqlstate(task)[-1].startswith(TASK), "\n".join(task)
     header = next(i for i, line in enumerate(task) if line.startswith("pyspark.errors.exceptions.captured."))
     # Spark's one-line preface of a task's Python error, then ours.
-    assert task[header] == "pyspark.errors.exceptions.captured.PythonException: An exception was thrown from the Python worker:"
+    assert (
+        task[header]
+        == "pyspark.errors.exceptions.captured.PythonException: An exception was thrown from the Python worker:"
+    )
     assert task[header + 1].startswith(TASK), "\n".join(task)
 
 

@@ -18,8 +18,7 @@ KAFKA_OPTIONS: dict[str, str] = {
     "subscribePattern": "journals are chosen by labels, not patterns: a selector such as "
     "'name:prefix=a/' reads every journal under a/ (or list them in load() or the journals option)",
     "assign": f"offsets are per journal, not per partition: {_JOURNALS}, and give offsets with startingOffsets",
-    "topic": "for a write, name the journal with the journal option (or the save() path); "
-    f"for a read, {_JOURNALS}",
+    "topic": f"for a write, name the journal with the journal option (or the save() path); for a read, {_JOURNALS}",
     "startingOffsetsByTimestamp": f"use startingTimestamp: {_TIMESTAMP}",
     "endingOffsetsByTimestamp": f"use endingTimestamp: {_TIMESTAMP}",
     "startingOffsetsByTimestampStrategy": "startingTimestamp starts each journal at its first fragment "
