@@ -1,7 +1,8 @@
-"""docs/getting-started.md's "Read with Spark" examples, run as written on the session of the
-tests (the page's `SparkSession.builder...getOrCreate()` returns it) against an embedded broker
-holding quickstart-like clicks and one message the schema does not fit: each block runs, and the
-corrupt-record example shows that message and only it.
+"""docs/getting-started.md's "Read with Spark" and "Write with Spark" examples, run as written on
+the session of the tests (the page's `SparkSession.builder...getOrCreate()` returns it) against an
+embedded broker holding quickstart-like clicks and one message the schema does not fit: each
+block runs, the corrupt-record example shows that message and only it, and the write creates its
+journal from the page's `createJournals` spec.
 
 The only edits to the page's text: the broker's address replaces ``http://127.0.0.1:8080`` and
 the broker's store replaces ``/tmp/gazette-store``; ``.show()`` prints to the captured output.
@@ -47,3 +48,9 @@ def test_the_read_examples_run_and_show_what_the_schema_does_not_fit(spark, brok
     ]
     shown = capsys.readouterr().out
     assert bad.decode().rstrip("\n") in shown  # the page's .show() of the corrupt records
+
+    # The write example: the counts per country go to a journal createJournals makes.
+    (write,) = section_blocks("Write with Spark")
+    exec(compile(write.replace("http://127.0.0.1:8080", broker.address), str(PAGE), "exec"), names)  # noqa: S102
+    written = sorted(client.read_all("examples/clicks-by-country").decode().splitlines())
+    assert written == ['{"country":"DE","count":1}', '{"country":"FR","count":1}', '{"country":"IT","count":1}']
