@@ -79,3 +79,11 @@ def test_a_kafka_key_in_the_options_file_names_the_file_line_and_the_hint(tmp_pa
         parse({"journals": "a/b/c"}, READ, env={"PYSPARK_GAZETTE_CONF": str(conf)})
     assert ei.value.option == "kafka.bootstrap.servers"
     assert f"{conf}, line 2: a Kafka name; use broker.address" in ei.value.message
+
+
+@pytest.mark.parametrize("key", ["startingOffsets", "endingOffsets"])
+def test_kafkas_offsets_per_partition_are_refused_with_the_journal_form(key):
+    with pytest.raises(OptionError) as ei:
+        parse({**BASE, key: '{"a/b/c": {"0": 42}}'}, READ, env={})
+    assert ei.value.option == key
+    assert "Kafka's offsets per partition" in ei.value.message and '{"a/b/c": 0}' in ei.value.message

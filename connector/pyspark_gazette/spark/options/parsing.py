@@ -92,6 +92,12 @@ def parse_offsets(key: str, text: str) -> str | dict[str, int]:
         raise OptionError(key, f"expected a non-empty JSON object of journal offsets, got {text!r}")
     out: dict[str, int] = {}
     for journal, offset in value.items():
+        if isinstance(offset, dict) and offset and all(str(k).isdigit() for k in offset):
+            raise OptionError(
+                key,
+                f"journal {journal!r} has {json.dumps(offset)}, Kafka's offsets per partition; a journal has no "
+                f"partitions: give one byte offset per journal, e.g. {json.dumps({journal: 0})}",
+            )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
             raise OptionError(key, f"offset of journal {journal!r} must be an integer >= -2, got {offset!r}")
         out[str(journal)] = offset
