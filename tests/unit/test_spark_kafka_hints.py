@@ -12,7 +12,9 @@ from pyspark_gazette.spark.options import BY_KEY, OPTIONS, READ, STREAM, WRITE, 
 from pyspark_gazette.spark.options.kafka import KAFKA_OPTIONS, KAFKA_PROPERTIES, kafka_hint
 
 BASE = {"broker.address": "http://127.0.0.1:8080", "journals": "a/b/c"}
-KAFKA_KEYS = sorted({*KAFKA_OPTIONS, *KAFKA_PROPERTIES, "kafka.max.poll.records", "kafka.ssl.keystore.location"})
+KAFKA_KEYS = sorted(
+    {*KAFKA_OPTIONS, *KAFKA_PROPERTIES, "kafka.max.poll.records", "kafka.ssl.keystore.location", "kafka.sasl.mechanism"}
+)
 #: Names a hint may use besides our options: Spark's own option of every stream.
 SPARKS = {"checkpointLocation"}
 
@@ -87,3 +89,11 @@ def test_kafkas_offsets_per_partition_are_refused_with_the_journal_form(key):
         parse({**BASE, key: '{"a/b/c": {"0": 42}}'}, READ, env={})
     assert ei.value.option == key
     assert "Kafka's offsets per partition" in ei.value.message and '{"a/b/c": 0}' in ei.value.message
+
+
+def test_kafka_tls_and_sasl_properties_point_to_https_and_the_token():
+    for key in ("kafka.ssl.truststore.location", "kafka.sasl.jaas.config", "kafka.security.protocol"):
+        hint = kafka_hint(key)
+        assert hint is not None and "https://" in hint[1] and "broker.authToken" in hint[1], key
+    other = kafka_hint("kafka.max.poll.records")
+    assert other is not None and "broker.address" in other[1] and "https://" not in other[1]

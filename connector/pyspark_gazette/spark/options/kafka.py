@@ -10,6 +10,7 @@ the same, or why none is needed. A Kafka name whose meaning is the same here is 
 from __future__ import annotations
 
 _JOURNALS = 'name the journals in load() ("a/one,a/two") or the journals option, or select them by label with selector'
+_SECURITY = "TLS is an https:// broker.address, and a bearer token (a JWT) goes in broker.authToken"
 _TIMESTAMP = "one time for every journal, in milliseconds since the epoch, compared with fragment persist times"
 
 #: Kafka option (as Spark's Kafka source spells it) -> what to do here instead.
@@ -41,9 +42,11 @@ KAFKA_PROPERTIES: dict[str, str] = {
     "kafka.group.id": "there are no consumer groups: a stream's progress is kept in its checkpointLocation",
     "kafka.isolation.level": "use readCommitted=true for read_committed",
     "kafka.transactional.id": "use transactional=true for transactional writes",
-    "kafka.security.protocol": "TLS is an https:// broker.address, and a token goes in broker.authToken",
-    "kafka.sasl.jaas.config": "a bearer token goes in broker.authToken",
+    "kafka.security.protocol": _SECURITY,
 }
+
+#: ``kafka.<prefix>*`` -> what to do instead.
+KAFKA_PREFIXES: dict[str, str] = {"kafka.ssl.": _SECURITY, "kafka.sasl.": _SECURITY}
 
 _OTHER_KAFKA = (
     "none applies to Gazette: brokers are set with broker.address, "
@@ -59,6 +62,9 @@ def kafka_hint(key: str) -> tuple[str, str] | None:
     low = key.lower()
     if low in _BY_LOWER:
         return _BY_LOWER[low]
+    for prefix, instead in KAFKA_PREFIXES.items():
+        if low.startswith(prefix):
+            return key, instead
     if low.startswith("kafka."):
         return key, _OTHER_KAFKA
     return None
