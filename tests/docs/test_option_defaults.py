@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from pyspark_gazette.spark.options import BY_KEY, OPTIONS
-from pyspark_gazette.spark.options.parsing import DEFAULTS, _value
+from pyspark_gazette.spark.options import BY_KEY, OPTIONS, parse
+from pyspark_gazette.spark.options.parsing import DEFAULTS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -35,7 +35,8 @@ def same_as_code(key: str, written: str) -> bool:
     opt = BY_KEY[key.lower()]
     if written == "none":
         return opt.default in (None, "")
-    return _value(opt, written) == DEFAULTS[opt.key]
+    scope = sorted(opt.scopes)[0]
+    return parse({opt.key: written}, scope, env={})[opt.key] == DEFAULTS[opt.key]  # parsed as a user's value
 
 
 @pytest.mark.unit
