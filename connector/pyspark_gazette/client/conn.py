@@ -304,6 +304,11 @@ class Connections:
 
     # -- Etcd revisions ----------------------------------------------------------------------
 
+    @property
+    def etcd_cluster_id(self) -> int:
+        """The Etcd cluster id of the header that carried :attr:`etcd_revision` (0: none)."""
+        return self._etcd.cluster_id
+
     def saw_header(self, header: pb.Header, *, transaction: bool = False) -> None:
         """A response header: later Reads and Appends ask for its Etcd revision when it is the
         largest seen. ``transaction``: the header of an Apply, whose revision is Etcd's current
@@ -338,10 +343,10 @@ class Connections:
 
     def _warn_forgotten(self, revision: int, why: str) -> None:
         log.warning(
-            "Etcd revision %d, which %s saw before, is no longer asked of brokers: %s "
-            "(Etcd restored from an older snapshot, or the cluster recreated)",
+            "the client of %s no longer asks brokers for Etcd revision %d (min_etcd_revision), "
+            "which it saw before: %s; Etcd was restored from an older snapshot, or the cluster recreated",
+            self.config.address,
             revision,
-            self,
             why,
         )
 
