@@ -310,4 +310,4 @@ docs-serve: $(STAMP)  ## serve the docs with live reload on http://127.0.0.1:800
 	$(PY) -m mkdocs serve
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .tools .ci-cache .ci-logs
+	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .build .tools .ci-cache .ci-logs
