@@ -191,3 +191,33 @@ def test_the_remembered_etcd_revision_is_forgotten_only_when_the_cluster_says_it
     assert "committed an Apply at revision 12" in caplog.records[-1].getMessage()
     conns.saw_header(_header(13, cluster_id=9), transaction=True)  # moving on: nothing to say
     assert conns.etcd_revision == 13 and len(caplog.records) == 2
+
+
+def test_a_check_of_the_etcd_revision_that_learns_nothing_asks_for_none_and_is_not_repeated_at_once():
+    """When the check before a Read or Append fails (here UNAVAILABLE; a token without the LIST
+    capability is refused alike), the call asks for no revision, and so do the calls after it
+    without checking again, until a header confirms the revision."""
+    import grpc
+
+    class Refused(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.UNAVAILABLE
+
+    lists = []
+
+    class Stub:
+        def List(self, request, **kwargs):  # noqa: N802 - the RPC's name
+            lists.append(request)
+            raise Refused()
+
+    conns = Connections(ClientConfig("http://127.0.0.1:1"))
+    conns.stub = lambda endpoint=None: Stub()  # type: ignore[method-assign]
+    conns.saw_header(_header(40))
+    conns.saw_header(_header(39))
+    assert conns.min_etcd_revision("a/journal") == 0 and conns.read_request("a/journal").min_etcd_revision == 0
+    (asked,) = lists
+    assert asked.watch_resume.etcd.revision == 39 and asked.watch_resume.etcd.cluster_id == 7
+    assert [label.value for label in asked.selector.include.labels] == ["a/journal"]
+    assert conns.etcd_revision == 40  # not forgotten: nothing was learned
+    conns.saw_header(_header(41))
+    assert conns.min_etcd_revision("a/journal") == 41 and len(lists) == 1

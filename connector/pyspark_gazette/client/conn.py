@@ -237,6 +237,8 @@ class Connections:
         #: A lower revision a header of the same cluster showed since (None: none).
         self._revision_doubt: int | None = None
         self._revision_check = threading.Lock()  # one check at a time
+        #: ``time.monotonic()`` of the last check that could not tell (None: none).
+        self._revision_check_failed: float | None = None
 
     def __repr__(self) -> str:
         return f"Connections(address={self.config.address!r})"
@@ -332,6 +334,7 @@ class Connections:
                 self._etcd.CopyFrom(etcd)
                 self._revision_confirmed = time.monotonic()
                 self._revision_doubt = None
+                self._revision_check_failed = None
             elif self._revision_doubt is None or etcd.revision < self._revision_doubt:
                 self._revision_doubt = etcd.revision
         if forgot is not None:
@@ -353,12 +356,18 @@ class Connections:
     def min_etcd_revision(self, journal: str) -> int:
         """The ``min_etcd_revision`` a Read or Append of ``journal`` sends: :attr:`etcd_revision`,
         checked first when a header since showed a lower one or none has confirmed it for
-        :data:`REVISION_CHECK_AFTER` seconds (module docstring). 0 when a check could not tell."""
+        :data:`REVISION_CHECK_AFTER` seconds (module docstring). 0 when a check could not tell
+        (a broker restarting, a token without the LIST capability): then for the next
+        :data:`REVISION_CHECK_AFTER` seconds no check is made and 0 is sent, unless a header
+        confirms the revision meanwhile."""
         if not self._revision_doubtful():
             return self.etcd_revision
         with self._revision_check:
             if not self._revision_doubtful():  # another thread checked meanwhile
                 return self.etcd_revision
+            failed = self._revision_check_failed
+            if failed is not None and time.monotonic() - failed < REVISION_CHECK_AFTER:
+                return 0
             return self._check_revision(journal)
 
     def _revision_doubtful(self) -> bool:
@@ -386,17 +395,15 @@ class Connections:
             first = next(iter(self.stub().List(request, **self.call_kwargs(timeout))))
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
-                # Nothing learned (a broker restarting, say): this call asks for no revision,
-                # and the next one checks again.
                 log.debug("checking Etcd revision %d for %s failed: %s", wanted, name, e)
-                return 0
+                return self._check_failed()
             reached = None
         except StopIteration:
-            return 0
+            return self._check_failed()
         else:
             reached = first.header.etcd.revision if first.status == pb.OK else None
             if reached is None:
-                return 0
+                return self._check_failed()
             if reached >= wanted or (first.header.etcd.cluster_id != resume.cluster_id and resume.cluster_id):
                 self.saw_header(first.header)  # confirmed (or another cluster: forgotten there)
                 return self.etcd_revision
@@ -415,6 +422,12 @@ class Connections:
             else f"broker {self.address} answered at revision {reached} without waiting for it",
         )
         return self.etcd_revision
+
+    def _check_failed(self) -> int:
+        """A check learned nothing: this call, and those of the next REVISION_CHECK_AFTER
+        seconds, ask for no revision (:meth:`min_etcd_revision`)."""
+        self._revision_check_failed = time.monotonic()
+        return 0
 
     def read_request(self, journal: str, **fields: Any) -> pb.ReadRequest:
         """A ReadRequest of ``journal`` that asks the broker to have seen :attr:`etcd_revision`
