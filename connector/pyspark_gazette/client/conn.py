@@ -31,7 +31,8 @@ check (:meth:`Connections.min_etcd_revision`, before a Read or Append asks for t
 when a header since showed a lower revision (a broker lagging by milliseconds, or Etcd gone
 back) or when no header has confirmed the revision for :data:`REVISION_CHECK_AFTER` seconds: a
 List asking the broker to reach the revision first (``watch_resume``, honoured by every Gazette
-the project tests) within :data:`ETCD_CATCH_UP` seconds.
+the project tests) within :data:`ETCD_CATCH_UP` seconds. A check that cannot tell leaves the
+calls of the next :data:`REVISION_CHECK_AFTER` seconds asking for no revision.
 """
 
 from __future__ import annotations
