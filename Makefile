@@ -84,15 +84,20 @@ gazette-flow: $(FLOW_STAMP)  ## build the Gazette commit Estuary Flow pins (gaze
 
 # Gazette's main branch: tests/peers/gazette-main/go.mod pins a commit of it by pseudo-version; its
 # gazette and gazctl go into .bin/gazette-main/ and the tests run against them with
-# GAZETTE_PEER=main. The module proxy serves go.gazette.dev/core only at some versions, and not (yet)
-# at that pseudo-version (403 "not available"): until it does, build from a checkout of Gazette at
-# the pinned commit, `make gazette-main GAZETTE_MAIN_SRC=path/to/gazette-core` (its own go.mod; its
-# dependencies come from the module proxy). Nothing of Gazette's source is kept here.
+# GAZETTE_PEER=main. The Go module proxy does not serve go.gazette.dev/core at any commit after
+# v0.103.0 (403 "not available"), so the build takes Gazette's source at that commit from a tarball,
+# GAZETTE_MAIN_TARBALL (gazette-core/ at its top, no .git), checked against GAZETTE_MAIN_SHA256,
+# unpacked into .build/gazette-main/ (removed after the build) and built there with Gazette's own
+# go.mod (its dependencies come from the module proxy). GAZETTE_MAIN_SRC=DIR builds from a git
+# checkout of Gazette at the pinned commit instead. A new pin in go.mod needs a new tarball and sum.
 MAIN_PEER := tests/peers/gazette-main
 MAIN_COMMIT := $(shell sed -n 's/^require go.gazette.dev\/core v[^ ]*-\([0-9a-f]\{12\}\)$$/\1/p' $(MAIN_PEER)/go.mod)
-MAIN_SOURCES := $(MAIN_PEER)/go.mod $(wildcard $(MAIN_PEER)/go.sum) $(MAIN_PEER)/tools.go $(MAIN_PEER)/main.go
-MAIN_STAMP := $(BIN)/gazette-main/.stamp-$(shell cat $(MAIN_SOURCES) 2>/dev/null | sha1sum | cut -c1-12)
+GAZETTE_MAIN_TARBALL ?= $(CURDIR)/../shared/gazette-main/gazette-core-$(shell printf %.7s "$(MAIN_COMMIT)").tar.gz
+GAZETTE_MAIN_SHA256 := 8d81d4c92deb8fe82a391798ade1086fb945c04856a6e9aeed43719530787c1d
 GAZETTE_MAIN_SRC ?=
+MAIN_BUILD := .build/gazette-main
+MAIN_SOURCES := $(MAIN_PEER)/go.mod $(wildcard $(MAIN_PEER)/go.sum) $(MAIN_PEER)/tools.go $(MAIN_PEER)/main.go
+MAIN_STAMP := $(BIN)/gazette-main/.stamp-$(shell (cat $(MAIN_SOURCES); echo $(GAZETTE_MAIN_SHA256)) 2>/dev/null | sha1sum | cut -c1-12)
 
 $(MAIN_STAMP): $(MAIN_SOURCES)
 	@mkdir -p $(BIN)/gazette-main
@@ -101,8 +106,13 @@ ifneq ($(GAZETTE_MAIN_SRC),)
 		*) echo "GAZETTE_MAIN_SRC is at $$head; $(MAIN_PEER)/go.mod pins $(MAIN_COMMIT)" >&2; exit 1 ;; esac
 	cd "$(GAZETTE_MAIN_SRC)" && CGO_ENABLED=1 GOBIN=$(BIN)/gazette-main $(GO) install ./cmd/gazette ./cmd/gazctl
 else
-	cd $(MAIN_PEER) && CGO_ENABLED=1 GOBIN=$(BIN)/gazette-main $(GO) install -mod=mod go.gazette.dev/core/cmd/gazette go.gazette.dev/core/cmd/gazctl \
-		|| { echo "gazette-main: the module proxy did not serve go.gazette.dev/core at $(MAIN_COMMIT); build from a checkout of that commit: make gazette-main GAZETTE_MAIN_SRC=DIR" >&2; exit 1; }
+	@[ -f "$(GAZETTE_MAIN_TARBALL)" ] || { echo "gazette-main: $(GAZETTE_MAIN_TARBALL) not found: Gazette's source at $(MAIN_COMMIT) as a tarball (make gazette-main GAZETTE_MAIN_TARBALL=FILE), or a git checkout of it (GAZETTE_MAIN_SRC=DIR)" >&2; exit 1; }
+	@sum=$$(sha256sum < "$(GAZETTE_MAIN_TARBALL)" | cut -c1-64); [ "$$sum" = "$(GAZETTE_MAIN_SHA256)" ] || \
+		{ echo "gazette-main: $(GAZETTE_MAIN_TARBALL) has sha256 $$sum, expected $(GAZETTE_MAIN_SHA256) (Gazette's source at $(MAIN_COMMIT)); not building from it" >&2; exit 1; }
+	rm -rf $(MAIN_BUILD) && mkdir -p $(MAIN_BUILD)
+	tar -xzf "$(GAZETTE_MAIN_TARBALL)" -C $(MAIN_BUILD) --no-same-owner
+	cd $(MAIN_BUILD)/gazette-core && CGO_ENABLED=1 GOBIN=$(BIN)/gazette-main $(GO) install -buildvcs=false ./cmd/gazette ./cmd/gazctl
+	chmod -R u+w $(MAIN_BUILD) && rm -rf $(MAIN_BUILD) && rmdir --ignore-fail-on-non-empty .build
 endif
 	rm -f $(BIN)/gazette-main/.stamp-* && touch $@
 
@@ -300,4 +310,4 @@ docs-serve: $(STAMP)  ## serve the docs with live reload on http://127.0.0.1:800
 	$(PY) -m mkdocs serve
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .tools .ci-cache .ci-logs
+	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .build .tools .ci-cache .ci-logs
