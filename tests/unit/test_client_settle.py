@@ -312,7 +312,9 @@ def test_a_young_hole_still_open_at_broker_timeout_raises_hole_in_flight(monkeyp
         fill(conns, "a/b", done, 0, 300, sleep=conns.sleep, **_stores([(0, 100), (200, 300)]))
     assert not isinstance(ei.value, DataLossError) and conns.clock - start <= 20.0
     text = str(ei.value)
-    assert text.startswith("journal 'a/b': offsets [100, 200) are still in no fragment after waiting 20s (broker.timeout)")
+    assert text.startswith(
+        "journal 'a/b': offsets [100, 200) are still in no fragment after waiting 20s (broker.timeout)"
+    )
     assert "may still be in flight" in text and "broker.timeout" in text and "holeAgeThreshold" in text
     assert ei.value.journal == "a/b" and ei.value.holes == ((100, 200),)
 
