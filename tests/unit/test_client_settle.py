@@ -45,6 +45,8 @@ def test_a_hole_is_gone_as_gazette_judges_it_by_the_age_of_the_fragment_after_it
     assert is_gone((100, 200), [frag(0, 100, recent), frag(200, 300, recent)], now, threshold=60)
     assert not is_gone((100, 200), [frag(0, 100, recent), frag(200, 300, recent)], now, threshold=61)
     assert is_gone((100, 200), [frag(0, 100, recent), frag(200, 300, recent)], now, threshold=0)
+    assert is_gone((100, 200), [frag(0, 100, old), frag(200, 300, 0)], now, threshold=0)  # a spool: age 0
+    assert not is_gone((100, 200), [frag(0, 100, old)], now, threshold=0)  # up to a head: never
 
 
 def test_the_verdict_keeps_young_holes_pending_and_says_why():

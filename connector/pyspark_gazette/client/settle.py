@@ -148,12 +148,16 @@ def is_gone(
     right after it is persisted, and either the hole lies before every fragment (pruned by
     retention) or that fragment was persisted at least ``threshold`` seconds before ``now``
     (Gazette's ``offsetJumpAgeThreshold``, 6 hours). A younger fragment after it may follow a
-    fragment whose upload is still in flight after a broker hand-off; a spool (not persisted)
-    after it, or nothing, says nothing either."""
+    fragment whose upload is still in flight after a broker hand-off. Content not persisted yet
+    after it (a spool) is as young as can be: only a ``threshold`` of 0 judges the hole gone
+    then (Gazette's readers never jump it). Nothing after it (a hole up to a write head) is
+    never gone."""
     now = time.time() if now is None else now
     nxt = _next_after(hole, frags)
-    if nxt is None or not nxt.mod_time:
+    if nxt is None:
         return False
+    if not nxt.mod_time:
+        return threshold <= 0
     if all(f.spec.begin >= hole[1] for f in frags):
         return True
     return nxt.mod_time <= now - threshold
@@ -166,7 +170,10 @@ def why_undecided(hole: tuple[int, int], frags: Sequence[ListedFragment], now: f
     if nxt is None:
         return "no fragment follows them yet: a route member's write head is beyond every listing"
     if not nxt.mod_time:
-        return "the content after them is not persisted yet: a route member may still persist them"
+        return (
+            "the content after them is not persisted yet, so they may precede a fragment whose upload is still "
+            "in flight (with no persist time to judge them by, only holeAgeThreshold=0s judges them lost)"
+        )
     return (
         f"the fragment after them was persisted at {_utc(nxt.mod_time)}, less than holeAgeThreshold "
         f"({_span(threshold)}) before now: it may follow a fragment whose upload is still in flight after "

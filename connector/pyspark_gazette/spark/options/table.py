@@ -407,7 +407,8 @@ OPTIONS: tuple[Option, ...] = (
         "hours): a hole before a younger fragment may be a fragment whose upload is still in flight "
         "after a broker hand-off. A lost hole follows `failOnDataLoss` at once; a younger one is "
         "waited for (a batch read, up to `broker.timeout`) or read up to (a stream), never skipped. "
-        "Lower it only when such data is known to be gone; `0` judges every hole at once.",
+        "Lower it only when such data is known to be gone; `0` judges a hole lost as soon as no broker "
+        "lists it and no store holds it.",
         scopes=READS,
         example="30m",
     ),
