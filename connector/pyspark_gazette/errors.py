@@ -426,6 +426,21 @@ class DataLossError(GazetteError):
         super().__init__(message)
 
 
+class HoleInFlightError(GazetteError):
+    """Offsets of a planned range that no fragment covers yet and that cannot be judged lost: the
+    fragment after them was persisted less than ``holeAgeThreshold`` ago (a fragment upload may
+    still be in flight after a broker hand-off), or a route member or the store did not answer.
+    Raised by a batch read once it has waited ``broker.timeout`` for them; not data loss
+    (``failOnDataLoss`` does not apply). The message names the journal, the offsets, the wait
+    and what to do."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, journal: str = "", holes: Sequence[tuple[int, int]] = (), waited: float = 0.0):
+        self.journal, self.holes, self.waited = journal, tuple(holes), waited
+        super().__init__(message)
+
+
 class StoreError(GazetteError):
     """A fragment store operation failed (listing, upload, signing)."""
 

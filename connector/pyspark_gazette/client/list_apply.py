@@ -261,6 +261,9 @@ class ListedFragment:
 
     spec: pb.Fragment
     signed_url: str = dataclasses.field(default="", repr=False)
+    #: Found by a listing of the journal's fragment store, not in any broker's listing (yet): a
+    #: read plans it from the store directly (:mod:`pyspark_gazette.client.settle`).
+    stored: bool = False
 
 
 def list_fragments(
