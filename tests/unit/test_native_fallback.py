@@ -13,6 +13,7 @@ import pyspark_gazette
 
 PACKAGE = pathlib.Path(pyspark_gazette.__file__).parent
 
+
 def _package_copy(tmp_path: pathlib.Path, so_bytes: bytes | None) -> pathlib.Path:
     dest = tmp_path / "pyspark_gazette"
     shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("*.so", "__pycache__"))

@@ -45,9 +45,9 @@ from pyspark_gazette.message import (
     new_producer_id,
     set_uuid_at,
 )
+from pyspark_gazette.protocol.specs import O_RDONLY
 from pyspark_gazette.spark.lineage import SOURCE_HINT
 from pyspark_gazette.spark.options import WriteOptions
-from pyspark_gazette.protocol.specs import O_RDONLY
 from pyspark_gazette.spark.options.templates import spec_from_template, spec_template
 from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.write.encode import Framed, frame_values, json_lines, uuid_strings
