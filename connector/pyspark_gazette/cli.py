@@ -246,7 +246,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from pyspark_gazette import doctor
 
     options: dict[str, str] = {}
-    for item in args.options:
+    for item in args.options or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InvalidInputError(f"-o {item!r}: give KEY=VALUE, e.g. -o store.s3.endpoint=http://minio:9000")
@@ -450,8 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor",
         help="check this set-up as Spark will run it: the workers' Python, Java, the broker, a journal, "
         "its store (direct reads), the C scanner",
-        description="Check this set-up as Spark will run the connector; one line a check (ok, warn, FAIL and "
-        "what to do); exit 1 if a check failed.",
+        description="Check this set-up as Spark will run the connector: the Python Spark's workers will start "
+        "(PYSPARK_PYTHON, else python3 from the PATH) imports the package, Java is 17+, the broker answers (with the "
+        "auth given), a journal is listed, one persisted fragment of it can be read from its store from this "
+        "machine, the C scanner is built. One line a check: ok, warn, or FAIL and what to do; exit 1 if a check "
+        "failed.",
     )
     _add_broker_flags(d)
     d.set_defaults(broker_timeout="15s", journals_command="doctor", func=cmd_doctor)
@@ -461,7 +464,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--option",
         dest="options",
         action="append",
-        default=[],
         metavar="KEY=VALUE",
         help="a read option as given to Spark (e.g. -o store.s3.endpoint=http://minio:9000); repeatable",
     )
