@@ -293,7 +293,8 @@ def spark_check(options: Mapping[str, str], journal: str) -> Check:
             return Check(
                 FAIL,
                 "Spark",
-                "Spark's Python workers cannot import pyspark_gazette (DATA_SOURCE_NOT_FOUND): set PYSPARK_PYTHON",
+                "Spark's Python workers cannot import pyspark_gazette (DATA_SOURCE_NOT_FOUND): "
+                f"set PYSPARK_PYTHON={sys.executable}",
             )
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("SQLSTATE")]
         return Check(FAIL, "Spark", f"a one-row read of {journal} failed: {lines[-1] if lines else type(e).__name__}")
