@@ -1,7 +1,7 @@
 """``pyspark-gazette doctor``: check a set-up the way Spark will run the connector.
 
 Spark runs the connector in Python workers it starts itself, with the interpreter named by
-``spark.pyspark.python`` / ``PYSPARK_PYTHON`` (else ``python3`` from the ``PATH``); a worker that
+``PYSPARK_DRIVER_PYTHON``, else ``PYSPARK_PYTHON``, else ``python3`` from the ``PATH``; a worker that
 cannot import the package makes Spark answer ``[DATA_SOURCE_NOT_FOUND]`` before any of the
 connector's code runs, and a store a task cannot read fails the task. Each check here prints one
 line: ``ok``, ``warn`` (works, slower or partly) or ``FAIL`` followed by one sentence on what to
@@ -89,21 +89,30 @@ def scanner_check() -> Check:
     )
 
 
-def worker_python(conf_python: str | None = None, env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The interpreter Spark's Python workers will run, and where that choice came from (as
-    pyspark decides it: ``spark.pyspark.python``, else ``PYSPARK_PYTHON``, else ``python3``)."""
+def worker_python(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The interpreter Spark runs the ``gazette`` data source with, and which variable chose it.
+
+    Spark (4.2, 4.3) finds a Python data source by its short name, and then runs its planning and
+    its tasks, with the interpreter its JVM's environment names: ``PYSPARK_DRIVER_PYTHON``, else
+    ``PYSPARK_PYTHON``, else ``python3`` from the ``PATH`` (``PythonUtils.defaultPythonExec``;
+    the ``spark.pyspark.python`` setting does not change it). A local session's JVM inherits the
+    environment of the Python that starts it, as this check's subprocess does."""
     env = os.environ if env is None else env
-    if conf_python:
-        return conf_python, "spark.pyspark.python"
-    if env.get("PYSPARK_PYTHON"):
-        return env["PYSPARK_PYTHON"], "PYSPARK_PYTHON"
+    for name in ("PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON"):
+        if env.get(name):
+            return env[name], name
     return "python3", "PYSPARK_PYTHON unset: python3 from the PATH"
 
 
-def workers_check(conf_python: str | None = None) -> Check:
-    python, source = worker_python(conf_python)
+def workers_check() -> Check:
+    python, source = worker_python()
     name = "Spark workers' Python"
-    fix = f"set PYSPARK_PYTHON={sys.executable} (export it before starting Python or Spark), or activate the virtualenv"
+    fix = (
+        f"set PYSPARK_DRIVER_PYTHON={sys.executable} or unset it (Spark runs Python data sources with it first)"
+        if source == "PYSPARK_DRIVER_PYTHON"
+        else f"set PYSPARK_PYTHON={sys.executable} (export it before starting Python or Spark), or activate the "
+        "virtualenv"
+    )
     resolved = shutil.which(python) if os.sep not in python else python
     if resolved is None or not os.path.exists(resolved):
         return Check(FAIL, name, f"{python} ({source}) is not found, so Spark cannot start its workers: {fix}")
@@ -294,7 +303,7 @@ def spark_check(options: Mapping[str, str], journal: str) -> Check:
                 FAIL,
                 "Spark",
                 "Spark's Python workers cannot import pyspark_gazette (DATA_SOURCE_NOT_FOUND): "
-                f"set PYSPARK_PYTHON={sys.executable}",
+                f"set {worker_python()[1].split(' ')[0]}={sys.executable}",
             )
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("SQLSTATE")]
         return Check(FAIL, "Spark", f"a one-row read of {journal} failed: {lines[-1] if lines else type(e).__name__}")
@@ -320,7 +329,6 @@ def run(
     journal: str | None = None,
     *,
     spark: bool = False,
-    conf_python: str | None = None,
     emit: Callable[[str], None] = print,
 ) -> int:
     """Run every check, printing each line as it completes; 1 if any failed, else 0."""
@@ -332,7 +340,7 @@ def run(
 
     add(package_check())
     add(scanner_check())
-    add(workers_check(conf_python))
+    add(workers_check())
     add(java_check())
     for check in broker_checks(options, journal, spark):
         add(check)

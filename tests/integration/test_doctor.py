@@ -23,7 +23,9 @@ KEY = "c2VjcmV0LWtleS1mb3ItZG9jdG9yLXRlc3Rz"  # base64 of a test-only signing ke
 
 def doctor(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
     """Exit status, ``{check name: its line}`` and the whole output of one doctor run."""
-    base = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "BROKER_ADDRESS")}
+    base = {
+        k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "BROKER_ADDRESS")
+    }
     done = subprocess.run(
         [*CLI, *args], env={**base, **(env or {})}, capture_output=True, text=True, timeout=300, check=False
     )
@@ -107,6 +109,21 @@ def test_unset_pyspark_python_checks_python3_from_the_path(persisted, bare_pytho
     assert code == 1, out
     line = lines["Spark workers' Python"]
     assert "PYSPARK_PYTHON unset: python3 from the PATH" in line and "cannot import pyspark_gazette" in line
+
+
+def test_pyspark_driver_python_comes_first(persisted, bare_python):
+    """Spark runs Python data sources with PYSPARK_DRIVER_PYTHON when it is set (a notebook
+    set-up often sets it), whatever PYSPARK_PYTHON says."""
+    broker = persisted()
+    code, lines, out = doctor(
+        "--broker.address",
+        broker.address,
+        env={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": str(bare_python)},
+    )
+    assert code == 1, out
+    line = lines["Spark workers' Python"]
+    assert "; PYSPARK_DRIVER_PYTHON) cannot import pyspark_gazette" in line
+    assert f"set PYSPARK_DRIVER_PYTHON={sys.executable} or unset it" in line
 
 
 def test_a_wrong_broker_address_fails_naming_it(persisted, file_root):

@@ -18,7 +18,9 @@ JOURNAL = "doctor/rows"
 
 
 def doctor(*args: str, python: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "BROKER_ADDRESS")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "BROKER_ADDRESS")
+    }
     env["PYSPARK_PYTHON"] = python
     return subprocess.run(
         [sys.executable, "-m", "pyspark_gazette.cli", "doctor", "--spark", *args],
