@@ -457,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
         "failed.",
     )
     _add_broker_flags(d)
-    d.set_defaults(broker_timeout="15s", journals_command="doctor", func=cmd_doctor)
+    d.set_defaults(journals_command="doctor", func=cmd_doctor)
     d.add_argument("-j", "--journal", help="the journal to check (default: the first the broker lists)")
     d.add_argument(
         "-o",
