@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test bench-kafka fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
+.PHONY: help quickstart wheels test bench-kafka fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -265,7 +265,8 @@ fuzz-native: $(STAMP)  ## fuzz the C scanner and joiner against Python under ASa
 		timeout $(FUZZ_NATIVE_SECONDS) $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
 
 # The C extension's sources compiled with warnings as errors (the normal install adds no warning
-# flags), twice: as setup.py builds them, and with GZ_NO_INT128 (the path of compilers without
+# flags), three times: against the full C API (a build on CPython 3.10), as setup.py builds them
+# on 3.11+ (the limited API: abi3), and with GZ_NO_INT128 (the path of compilers without
 # unsigned __int128). The second build goes into a temporary copy of the package, and the unit
 # tests of the scanner and joiner and a short differential fuzz run against it. Nothing is installed.
 NATIVE_WARN := -std=c99 -Wall -Wextra -Wconversion -Wshadow -Werror
@@ -277,11 +278,27 @@ native-strict: $(STAMP)  ## compile the C extension with -Werror (and its no-__i
 	inc=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
 	suffix=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))'); \
 	cc=$${CC:-cc}; \
-	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -I"$$inc" $(NATIVE_SRC) -o "$$tmp/with-int128.so"; \
-	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -DGZ_NO_INT128 -I"$$inc" $(NATIVE_SRC) -o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
+	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -I"$$inc" $(NATIVE_SRC) -o "$$tmp/full-api.so"; \
+	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -DPy_LIMITED_API=0x030B0000 -I"$$inc" $(NATIVE_SRC) -o "$$tmp/with-int128.so"; \
+	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -DPy_LIMITED_API=0x030B0000 -DGZ_NO_INT128 -I"$$inc" $(NATIVE_SRC) -o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
 	PYTHONPATH="$$tmp" $(PY) -c 'import sys, pyspark_gazette._jsonscan as m; print("testing", m.__file__); sys.exit(not m.__file__.startswith(sys.argv[1]))' "$$tmp"; \
 	PYTHONPATH="$$tmp" $(PY) -m pytest -q -p no:randomly -p no:cacheprovider $(NATIVE_TESTS); \
 	PYTHONPATH="$$tmp" GAZETTE_FUZZ_NATIVE_EXAMPLES=200 GAZETTE_FUZZ_REPORT="$$tmp/report.json" $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
+
+# The wheels users install (docs/getting-started.md, "Installing"), into dist/: the pure one
+# (PYSPARK_GAZETTE_NATIVE_BUILD=0: py3-none-any, every platform and Python, the Python engines)
+# and the native one with the C scanner (cp311-abi3-<platform>: CPython 3.11+ on this platform;
+# built by a 3.10 $(PYTHON), for that Python only). Each is built from a clean build/ directory.
+WHEEL_VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+
+wheels: | $(VENV)/bin/python  ## build the pure wheel and the native (C scanner) wheel into dist/
+	@mkdir -p dist
+	rm -rf build dist/pyspark_gazette-$(WHEEL_VERSION)-*.whl
+	PYSPARK_GAZETTE_NATIVE_BUILD=0 $(PY) -m pip wheel --no-deps --progress-bar off -q -w dist .
+	rm -rf build
+	$(PY) -m pip wheel --no-deps --progress-bar off -q -w dist .
+	rm -rf build
+	@ls -1 dist/pyspark_gazette-$(WHEEL_VERSION)-*.whl
 
 lint: $(STAMP)  ## ruff lint + format check, mypy on the package
 	$(VENV)/bin/ruff check connector tests tools bench notebooks

@@ -88,6 +88,20 @@ class NotAllowedError(StatusError):
     status, status_name = 10, "NOT_ALLOWED"
 
 
+class JournalReadOnlyError(GazetteError):
+    """A write planned to a journal whose spec's flags forbid appends (``O_RDONLY``): raised
+    before anything is appended, where the broker would answer NOT_ALLOWED to each Append."""
+
+    def __init__(self, journal: str, flags: int):
+        self.journal = journal
+        self.flags = flags
+        super().__init__(
+            f"journal {journal!r} is read-only (its spec's flags are O_RDONLY), so nothing can be appended to it: "
+            f"set its flags to O_RDWR (`gazctl journals edit -l name={journal}`, or `pyspark-gazette journals "
+            f"apply` of its spec with `flags: O_RDWR`) or write to another journal"
+        )
+
+
 class WrongAppendOffsetError(StatusError):
     status, status_name = 11, "WRONG_APPEND_OFFSET"
 
