@@ -125,22 +125,31 @@ class BatchReads(threading.Thread):
         self.spark, self.cluster, self.journal, self.writer = spark, cluster, journal, writer
         self.reads: list[dict] = []
         self.stop = threading.Event()
+        #: What the upgrade is doing (set by the test), noted at each read's start and end.
+        self.phase = "before the upgrade"
 
     def read_once(self) -> dict:
         before = self.writer.snapshot()
         marker = testing.arm_settle_wait(self.journal)
         out: dict = {"acked": len(before), "missing": [], "twice": [], "error": None, "waited": None}
+        out["phase"], began = self.phase, time.monotonic()
         try:
             r = self.spark.read.format("gazette").option("broker.address", ",".join(self.cluster.addresses))
             r = r.option("store.fileRoot", self.cluster.file_root).option("journals", self.journal)
             rows = r.load().collect()
             got = Counter(r.offset for r in rows)
+            out["end"] = max((r.offset + len(r.value) + 1 for r in rows), default=0)
             out["twice"] = sorted(o for o, n in got.items() if n > 1)
             out["missing"] = sorted(before - {json.loads(r.value)["id"] for r in rows})
         except Exception as e:  # noqa: BLE001 - recorded, asserted by the test
             out["error"] = f"{type(e).__name__}: {str(e)[:2000]}"
         if os.path.exists(marker):
             out["waited"] = time.time() - os.stat(marker).st_mtime
+        out["took"], out["phase at end"] = time.monotonic() - began, self.phase
+        if out["missing"]:
+            with self.cluster.client() as c:
+                out["head now"] = len(c.read_all(self.journal))
+                out["route now"] = str(c.get_journal(self.journal).route).replace("\n", " ")
         return out
 
     def run(self) -> None:
@@ -175,17 +184,21 @@ def test_streams_and_reads_through_a_rolling_upgrade(spark, cluster, tmp_path):
     try:
         wait_for("a record acknowledged in each journal", lambda: all(w.snapshot() for w in writers.values()))
         for src, dst, fail in ((ONE, ONE_OUT, "false"), (THREE, THREE_OUT, "true")):
+            checkpoint = tmp_path / f"ckpt-{dst.split('/')[1]}"
             w = failover.sink_writer(
-                spark, cluster, address, src, dst, tmp_path / f"ckpt-{dst.split('/')[1]}", maxBytesPerTrigger="1m"
+                spark, cluster, address, src, dst, checkpoint, maxBytesPerTrigger="1m", failOnDataLoss=fail
             )
-            queries.append(w.option("failOnDataLoss", fail).start())
+            queries.append(w.start())
         for q in queries:
-            wait_for("a micro-batch with rows", lambda q=q: any(p["numInputRows"] for p in q.recentProgress), q.isActive)
+            wait_for("a micro-batch with rows", lambda q=q: any(p["numInputRows"] for p in q.recentProgress), lambda q=q: q.isActive)
         reads.start()
         wait_for("a batch read", lambda: reads.reads, reads.is_alive)
         for _ in range(ROUNDS):
             for b in cluster.brokers:
+                reads.phase = f"upgrading {b.id} (upgrade {len(exits) + 1})"
                 exits.append(cluster.upgrade(b, journals))
+                reads.phase = f"{b.id} upgraded (upgrade {len(exits)})"
+                print(f"{time.monotonic() - began:.0f}s: {reads.phase}, exit took {exits[-1]:.1f}s", flush=True)
                 assert all(q.isActive for q in queries), [q.exception() for q in queries]
                 assert not any(w.error for w in writers.values()), {j: w.error for j, w in writers.items()}
     finally:
@@ -194,7 +207,8 @@ def test_streams_and_reads_through_a_rolling_upgrade(spark, cluster, tmp_path):
         reads.stop.set()
         for w in writers.values():
             w.join(180)
-        reads.join(300)
+        if reads.ident is not None:
+            reads.join(300)
         try:
             for q in queries:
                 if q.isActive:
@@ -209,12 +223,17 @@ def test_streams_and_reads_through_a_rolling_upgrade(spark, cluster, tmp_path):
 
     # Each output: every message of its input exactly once, and every acknowledged record there.
     for src, dst in ((ONE, ONE_OUT), (THREE, THREE_OUT)):
-        want = failover.source_messages(cluster, src)
-        assert failover.sink_output(cluster, dst) == want, (src, dst)
+        want, got = failover.source_messages(cluster, src), failover.sink_output(cluster, dst)
+        missing, extra = sorted((want - got).elements()), sorted((got - want).elements())
+        assert not missing and not extra, (
+            f"{dst} (copied from {src}): {len(missing)} input messages (id, offset) missing, e.g. {missing[:5]} "
+            f"(offsets {missing[0][1] if missing else '-'}..{missing[-1][1] if missing else '-'}); "
+            f"{len(extra)} not input once, e.g. {extra[:5]}"
+        )
         assert writers[src].snapshot() <= {i for i, _ in want}, src
     # Every batch read: no error, nothing acknowledged before it began missing, no offset twice.
     bad = [r for r in reads.reads if r["error"] or r["missing"] or r["twice"]]
-    assert not bad, bad[:3]
+    assert not bad, [{k: v if k != "missing" else f"{len(v)}: {v[:3]}..{v[-1:]}" for k, v in r.items()} for r in bad]
     final = reads.read_once()
     assert not final["error"] and not final["missing"] and not final["twice"], final
     assert final["acked"] == len(writers[BATCH].snapshot())
