@@ -94,6 +94,8 @@ class Writer(threading.Thread):
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.error: BaseException | None = None
+        #: The longest an append took to be acknowledged (retries included), in seconds.
+        self.longest = 0.0
 
     def snapshot(self) -> set[int]:
         with self.lock:
@@ -104,7 +106,9 @@ class Writer(threading.Thread):
             with self.cluster.client(",".join(self.cluster.addresses), broker_timeout=120) as c:
                 while not self.stop.is_set():
                     batch = events(PER_APPEND, self.next_id)
+                    began = time.monotonic()
                     c.append(self.journal, ndjson(batch))
+                    self.longest = max(self.longest, time.monotonic() - began)
                     with self.lock:
                         self.acked.extend(e["id"] for e in batch)
                     self.next_id += PER_APPEND
@@ -190,7 +194,11 @@ def test_streams_and_reads_through_a_rolling_upgrade(spark, cluster, tmp_path):
             )
             queries.append(w.start())
         for q in queries:
-            wait_for("a micro-batch with rows", lambda q=q: any(p["numInputRows"] for p in q.recentProgress), lambda q=q: q.isActive)
+            wait_for(
+                "a micro-batch with rows",
+                lambda q=q: any(p["numInputRows"] for p in q.recentProgress),
+                lambda q=q: q.isActive,
+            )
         reads.start()
         wait_for("a batch read", lambda: reads.reads, reads.is_alive)
         for _ in range(ROUNDS):
@@ -243,7 +251,8 @@ def test_streams_and_reads_through_a_rolling_upgrade(spark, cluster, tmp_path):
     print(
         f"\nrolling upgrade: {ROUNDS} rounds x {BROKERS} brokers = {len(exits)} upgrades survived in {elapsed:.0f} s; "
         f"exit after SIGTERM: max {max(exits):.1f} s, median {statistics.median(exits):.1f} s; "
-        f"records acknowledged: {records}; batch reads: {len(reads.reads)}, "
+        f"records acknowledged: {records}; longest append: "
+        f"{ {j: round(w.longest, 1) for j, w in writers.items()} }; batch reads: {len(reads.reads)}, "
         f"{len(waits)} waited at a hole"
         + (f" (max {max(waits):.1f} s, median {statistics.median(waits):.1f} s)" if waits else "")
     )
