@@ -27,8 +27,11 @@ scales with the object store.
   it was deleted and re-created. Either way the query fails saying so, or, with
   ``failOnDataLoss=false``, reads the new journal from its start
   (:meth:`GazetteStreamReader._recreated`). A write head below the offset of a journal whose
-  creation revision is unchanged lost content it had acknowledged (never persisted): that follows
-  ``failOnDataLoss`` too, and the stream goes on from the head. Missing content (retention
+  creation revision is unchanged is waited for while the journal's store holds the content in
+  between, or for about a refresh interval (a stale head after a hand-off:
+  :meth:`GazetteStreamReader._head_catching_up`); still below, the journal lost content it had
+  acknowledged (never persisted): that follows ``failOnDataLoss`` too, and the stream goes on
+  from the head. Missing content (retention
   deleted it before it was read) follows ``failOnDataLoss``.
 
 Each micro-batch's journal ranges are cut at absolute multiples of ``maxPartitionBytes``
