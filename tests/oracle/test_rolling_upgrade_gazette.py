@@ -242,7 +242,10 @@ def test_streams_and_reads_through_a_rolling_upgrade(spark, cluster, tmp_path):
     # Every batch read: no error, nothing acknowledged before it began missing, no offset twice.
     bad = [r for r in reads.reads if r["error"] or r["missing"] or r["twice"]]
     assert not bad, [{k: v if k != "missing" else f"{len(v)}: {v[:3]}..{v[-1:]}" for k, v in r.items()} for r in bad]
-    final = reads.read_once()
+    try:
+        final = reads.read_once()
+    finally:
+        testing.disarm_settle_wait(BATCH)
     assert not final["error"] and not final["missing"] and not final["twice"], final
     assert final["acked"] == len(writers[BATCH].snapshot())
 
