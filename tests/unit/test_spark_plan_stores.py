@@ -63,4 +63,6 @@ def test_store_holds_tells_whether_a_file_store_covers_a_span(tmp_path):
     assert store_holds("apps/journal", stores, 50, 200, opts)
     assert not store_holds("apps/journal", stores, 50, 250, opts)  # [200, 300) is in no file
     assert store_holds("apps/journal", stores, 300, 400, opts)
-    assert not store_holds("apps/journal", stores, 50, 100, options())  # a file store is listed only with store.fileRoot
+    assert not store_holds(
+        "apps/journal", stores, 50, 100, options()
+    )  # a file store is listed only with store.fileRoot
