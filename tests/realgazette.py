@@ -63,6 +63,11 @@ HOW_TO_GET = (
 #: How long a broker or etcd may take to come up, and to stop after SIGTERM, before we give up.
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
+#: How long a broker may take to exit after SIGTERM in a rolling upgrade (:meth:`GazetteBroker.terminate`):
+#: it hands its journals off first. Gazette's own wait for a hand-off can reach a minute (a primary
+#: re-checks a route it could not sync with its new members once a minute: broker/replica.go
+#: ``healthCheckInterval``), so a stuck hand-off is told apart from a slow one past 90 s.
+EXIT_TIMEOUT = 90.0
 
 
 def missing() -> list[str]:
@@ -250,6 +255,25 @@ class GazetteBroker:
         """SIGTERM: the broker hands its journals off, then exits (SIGKILL past ``timeout``)."""
         _stop_process(self.proc, timeout)
 
+    def terminate(self, timeout: float = EXIT_TIMEOUT) -> float:
+        """SIGTERM, as Kubernetes sends before it replaces a pod, and wait for the exit: the
+        broker marks itself exiting, Gazette's allocator hands its journals to the other brokers
+        and it exits once it holds none (cmd/gazette/main.go, allocator/alloc_state.go
+        ``shouldExit``). Returns the seconds it took. Past ``timeout`` it is SIGKILLed and
+        :class:`TimeoutError` raised, naming the broker, with its log's tail."""
+        assert self.proc is not None and self.alive(), f"{self.id} is not running"
+        began = time.monotonic()
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise TimeoutError(
+                f"{self.id} did not exit within {timeout:g}s of SIGTERM (its journals were not handed off); "
+                f"SIGKILLed:\n{_log_tail(self.log)}"
+            ) from None
+        return time.monotonic() - began
+
     def kill(self) -> None:
         """SIGKILL, as a crashed host: its etcd lease expires and Gazette reassigns its journals."""
         if self.alive():
@@ -394,8 +418,9 @@ class GazetteCluster:
 
     # -------------------------------------------------------------------- clients
 
-    def client(self, **kwargs):
-        """Our client on a live broker; with ``auth_keys``, authorized by a token of every capability."""
+    def client(self, address: str | None = None, **kwargs):
+        """Our client on a live broker (or on ``address``); with ``auth_keys``, authorized by a
+        token of every capability."""
         from pyspark_gazette.client import ClientConfig, JournalClient
 
         kwargs.setdefault("file_root", self.file_root)
@@ -405,7 +430,7 @@ class GazetteCluster:
 
                 self._admin_token = mint_token(self.auth_keys.split(",")[0].split()[0], ALL, ttl=24 * 3600)
             kwargs["auth_token"] = self._admin_token
-        return JournalClient(ClientConfig(self.address, **kwargs))
+        return JournalClient(ClientConfig(address or self.address, **kwargs))
 
     def gazctl(
         self,
@@ -459,6 +484,19 @@ class GazetteCluster:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"journals without a primary after {timeout}s: {sorted(wanted - routed)[:10]}")
                 time.sleep(0.1)
+
+    def upgrade(self, broker: GazetteBroker, journals: Sequence[str], *, exit_timeout: float = EXIT_TIMEOUT) -> float:
+        """One step of a rolling upgrade: ``broker`` gets SIGTERM and its exit is awaited
+        (:meth:`GazetteBroker.terminate`), then a new process starts with the same id, port and
+        etcd; it is back once it is ready, a List through it answers, and every journal of
+        ``journals`` has a primary and a full route. Returns the seconds the old process took to
+        exit."""
+        took = broker.terminate(exit_timeout)
+        broker.start()
+        with self.client(broker.address) as c:
+            c.list_journals()
+        self.wait_primaries(journals, timeout=START_TIMEOUT)
+        return took
 
     def delete_journals(self, selector: str | None = None) -> int:
         """Delete every journal (or those matching ``selector``); returns how many."""

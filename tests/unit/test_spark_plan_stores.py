@@ -51,3 +51,20 @@ def test_reads_that_do_not_open_the_store_need_no_package(monkeypatch, extra):
     monkeypatch.setitem(sys.modules, "gcsfs", None)
     [segment] = segments(snapshot("gs://bucket/p/"), 0, 100, options(**extra))
     assert segment.fragment is None or extra == {"signedUrls": "true"}
+
+
+def test_store_holds_tells_whether_a_file_store_covers_a_span(tmp_path):
+    from pyspark_gazette.spark.read.plan import store_holds
+
+    journal = tmp_path / "store" / "apps" / "journal"
+    journal.mkdir(parents=True)
+    for begin, end in ((0, 100), (100, 200), (300, 400)):
+        (journal / f"{begin:016x}-{end:016x}-{'0' * 40}.raw").write_bytes(b"x" * (end - begin))
+    opts = options(**{"store.fileRoot": str(tmp_path)})
+    stores = ["file:///store/"]
+    assert store_holds("apps/journal", stores, 50, 200, opts)
+    assert not store_holds("apps/journal", stores, 50, 250, opts)  # [200, 300) is in no file
+    assert store_holds("apps/journal", stores, 300, 400, opts)
+    assert not store_holds(
+        "apps/journal", stores, 50, 100, options()
+    )  # a file store is listed only with store.fileRoot

@@ -13,9 +13,12 @@ content lost before it was persisted, not a re-created journal."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from journalspecs import make_spec
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read import stream
 from pyspark_gazette.spark.read.plan import DataLoss
@@ -127,23 +130,54 @@ def test_offsets_carry_the_creation_revision_and_an_unchanged_one_reads_on(monke
     assert asked == []
 
 
-def test_a_head_below_the_offset_with_the_same_creation_revision_is_lost_content(monkeypatch):
-    r, asked = reader(monkeypatch, {"acme/one": 100}, {"acme/one": 6000}, created={"acme/one": 7})
-    with pytest.raises(DataLoss, match="write head 6000 went back below the stream's offset 7870 .* not re-created"):
-        r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable())
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def lost_content_reader(monkeypatch, clock, held=False, **options):
+    """acme/one: every member reports 6000, below the stream's offset 7870, its creation revision
+    unchanged; a store refresh every 5 s; the store holds [6000, 7870) when ``held``."""
+    r, asked = reader(monkeypatch, {"acme/one": 100}, {"acme/one": 6000}, created={"acme/one": 7}, **options)
+    info = types.SimpleNamespace(name="acme/one", spec=make_spec("acme/one", refresh_seconds=5))
+    monkeypatch.setattr(r, "_journals", lambda client: [info])
+    monkeypatch.setattr(stream, "store_holds", lambda journal, stores, begin, end, opts: held)
+    monkeypatch.setattr(stream.time, "monotonic", clock)
+    return r, asked
+
+
+AT = {"acme/one": {"offset": 7870, "created": 7}}
+
+
+def test_a_head_below_the_offset_with_the_same_creation_revision_is_lost_content_after_a_refresh(monkeypatch):
+    clock = Clock()
+    r, asked = lost_content_reader(monkeypatch, clock)
+    # A broker that took the journal in a hand-off lists the leaving broker's last fragments at its
+    # next store refresh: the stream waits at its offset for a refresh interval and some slack.
+    assert r.latestOffset(AT, ReadAllAvailable()) == AT
     assert asked == ["acme/one"]  # every member was asked first, as for a stale member
-    r, _ = reader(monkeypatch, {"acme/one": 100}, {"acme/one": 6000}, created={"acme/one": 7}, failOnDataLoss="false")
+    clock.now += 9
+    assert r.latestOffset(AT, ReadAllAvailable()) == AT
+    clock.now += 2  # past 5 s + REFRESH_SLACK: lost
+    with pytest.raises(DataLoss, match="write head 6000 went back below the stream's offset 7870 .* not re-created"):
+        r.latestOffset(AT, ReadAllAvailable())
+    r, _ = lost_content_reader(monkeypatch, clock, failOnDataLoss="false")
+    assert r.latestOffset(AT, ReadAllAvailable()) == AT
+    clock.now += 11
     # The stream goes on from the head, where the journal's next appends go.
-    assert r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable()) == {
-        "acme/one": {"offset": 6000, "created": 7}
-    }
+    assert r.latestOffset(AT, ReadAllAvailable()) == {"acme/one": {"offset": 6000, "created": 7}}
 
 
-def test_a_broker_without_creation_revisions_keeps_the_head_rule(monkeypatch):
-    # An offset tied to a revision, read on by a broker that reports none (0): the head decides,
-    # and the new offset is tied to none.
-    r, _ = reader(monkeypatch, {"acme/one": 9000}, {}, created={"acme/one": 0})
-    assert r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable()) == {"acme/one": 9000}
-    r, _ = reader(monkeypatch, {"acme/one": 100}, {"acme/one": 120}, created={"acme/one": 0})
-    with pytest.raises(DataLoss, match="write head 120 is below the stream's offset 7870 .* deleted and re-created"):
-        r.latestOffset({"acme/one": {"offset": 7870, "created": 7}}, ReadAllAvailable())
+def test_a_head_below_the_offset_whose_content_the_store_holds_is_waited_for(monkeypatch):
+    clock = Clock()
+    r, _ = lost_content_reader(monkeypatch, clock, held=True, failOnDataLoss="false")
+    for _ in range(3):  # stale, not lost: never moved back, however long
+        assert r.latestOffset(AT, ReadAllAvailable()) == AT
+        clock.now += 60
+    # The members list it: the head is past the offset again and the stream reads on from there.
+    monkeypatch.setattr(r, "_heads", lambda client, fresh=False: {"acme/one": 9000})
+    assert r.latestOffset(AT, ReadAllAvailable()) == {"acme/one": {"offset": 9000, "created": 7}}
+    assert r._behind == {}

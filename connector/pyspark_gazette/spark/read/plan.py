@@ -267,6 +267,26 @@ def _list_store(url: str, journal: str, opts: ReadOptions) -> list[FragmentRef] 
     return store_for(url, opts).list(journal)
 
 
+def store_holds(journal: str, stores: Sequence[str], begin: int, end: int, opts: ReadOptions) -> bool:
+    """Whether the fragment stores ``stores`` of ``journal``, listed from this process as the
+    executors would read them (:func:`_list_store`), hold every offset of ``[begin, end)``; False
+    when they do not, or cannot be listed here."""
+    spans: list[tuple[int, int]] = []
+    for url in stores:
+        try:
+            refs = _list_store(url, journal, opts)
+        except Exception as e:  # noqa: BLE001 - any failure means: not known here
+            log.info("journal %r: store %s could not be listed: %s", journal, redact_url(url), redact_url(str(e)))
+            continue
+        spans.extend((r.begin, r.end) for r in refs or ())
+    reached = begin
+    for span_begin, span_end in sorted(spans):
+        if span_begin > reached:
+            break
+        reached = max(reached, span_end)
+    return reached >= end
+
+
 def settle_range(client: JournalClient, snap: Snapshot, begin: int, end: int, opts: ReadOptions) -> Snapshot:
     """``snap`` once the holes not yet decidable that touch ``[begin, end)`` are decided
     (:func:`~pyspark_gazette.client.settle.fill`: listed by a member or held by the store, or

@@ -27,8 +27,11 @@ scales with the object store.
   it was deleted and re-created. Either way the query fails saying so, or, with
   ``failOnDataLoss=false``, reads the new journal from its start
   (:meth:`GazetteStreamReader._recreated`). A write head below the offset of a journal whose
-  creation revision is unchanged lost content it had acknowledged (never persisted): that follows
-  ``failOnDataLoss`` too, and the stream goes on from the head. Missing content (retention
+  creation revision is unchanged is waited for while the journal's store holds the content in
+  between, or for about a refresh interval (a stale head after a hand-off:
+  :meth:`GazetteStreamReader._head_catching_up`); still below, the journal lost content it had
+  acknowledged (never persisted): that follows ``failOnDataLoss`` too, and the stream goes on
+  from the head. Missing content (retention
   deleted it before it was read) follows ``failOnDataLoss``.
 * Holes: ``latestOffset`` plans each journal that moves from a fragment listing
   (:func:`~pyspark_gazette.spark.read.plan.take_snapshot`, handed on to ``partitions``). A hole
@@ -81,6 +84,7 @@ from pyspark_gazette.client import JournalClient
 from pyspark_gazette.client.conn import backoff
 from pyspark_gazette.client.heads import HeadMode, HeadWatcher, concurrently, route_heads, write_head
 from pyspark_gazette.client.list_apply import iter_fragments
+from pyspark_gazette.client.settle import FILL_WAIT_WITHOUT_REFRESH, REFRESH_SLACK
 from pyspark_gazette.errors import (
     BrokerTimeoutError,
     DataLossError,
@@ -90,6 +94,7 @@ from pyspark_gazette.errors import (
     offset_ranges,
 )
 from pyspark_gazette.message import LINES, Framing, framing_by_name
+from pyspark_gazette.protocol.durations import duration_seconds
 from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
 from pyspark_gazette.spark.read.batch_scan import read_partition
 from pyspark_gazette.spark.read.committed import (
@@ -112,6 +117,7 @@ from pyspark_gazette.spark.read.plan import (
     segments,
     settle_range,
     start_offset,
+    store_holds,
     take_snapshot,
 )
 from pyspark_gazette.spark.read.scan_ahead import ScanAhead
@@ -226,6 +232,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[str, int] | None = None
         #: The journals' Etcd creation revisions (0: not reported) at the last listing of ``_heads``.
         self._created: dict[str, int] = {}
+        #: When a trigger first saw every member report a journal's write head below the stream's
+        #: offset in it, the creation revision unchanged (:meth:`_head_catching_up`).
+        self._behind: dict[str, float] = {}
         self._token = os.urandom(8).hex()  # names this reader's watcher (the reader is pickled)
         #: The journals at the last listing of ``_heads``, by name.
         self._infos: dict = {}
@@ -407,13 +416,19 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif head < offset:
                 # Every member confirmed it (_confirmed_below), and Gazette never moves a write
                 # head back: the journal was deleted and re-created, or, where its creation
-                # revision says it was not, it lost content it had acknowledged.
+                # revision says it was not, it lost content it had acknowledged, unless the
+                # members that report it took the journal in a hand-off and list its last
+                # fragments only at their next store refresh (_head_catching_up).
                 if read_at[journal] and created.get(journal):
+                    if self._head_catching_up(client, journal, offset, head):
+                        backlogs[journal] = 0  # waits at its offset this trigger
+                        continue
                     end[journal] = self._went_back(journal, offset, head, created[journal])
                 else:
                     end[journal] = self._recreated(client, journal, offset, head)
                 backlogs[journal] = 0  # this batch only moves there; the next ones read on
             else:
+                self._behind.pop(journal, None)
                 backlogs[journal] = max(0, head - offset)
         waiting = sum(backlogs.values())
         if (
@@ -648,6 +663,46 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         earliest = self._earliest(client, journal)
         log.warning("%s; reading the new journal from offset %d (failOnDataLoss=false)", text, earliest)
         return earliest
+
+    def _head_catching_up(self, client, journal: str, offset: int, head: int) -> bool:
+        """Whether a write head that every route member reports below the stream's ``offset`` in
+        ``journal`` (its creation revision unchanged) may still catch up, so that the stream waits
+        at its offset this trigger rather than call ``[head, offset)`` lost.
+
+        Gazette reports a member's write head as the end of its fragment index. In a hand-off (a
+        broker that got SIGTERM in a rolling upgrade) the leaving broker persists its spools as
+        it goes, and the broker that takes the journal lists them only at its next store refresh
+        (or once the next append reaches it): until then every member can report a head below
+        content that was acknowledged and read. So the head is stale, not lost, while the
+        journal's fragment stores hold ``[head, offset)`` (listed from here, as a batch read's
+        planning does: :func:`~pyspark_gazette.spark.read.plan.store_holds`); otherwise it is
+        waited for about one fragment refresh interval of the journal (at most
+        ``broker.timeout``) from the first trigger that saw it, then judged lost
+        (:meth:`_went_back`)."""
+        now = time.monotonic()
+        since = self._behind.setdefault(journal, now)
+        info = next((i for i in self._journals(client) if i.name == journal), None)
+        refresh = duration_seconds(info.spec.fragment.refresh_interval) if info is not None else 0.0
+        budget = refresh + REFRESH_SLACK if refresh > 0 else FILL_WAIT_WITHOUT_REFRESH
+        if self.opts.connection.broker_timeout:
+            budget = min(budget, self.opts.connection.broker_timeout)
+        stores = tuple(info.spec.fragment.stores) if info is not None else ()
+        held = store_holds(journal, stores, head, offset, self.opts)
+        if held or now - since < budget:
+            if since == now:
+                log.warning(
+                    "journal %r: every member reports write head %d, below the stream's offset %d; %s",
+                    journal,
+                    head,
+                    offset,
+                    "its fragment store holds the content in between: a broker that took the journal lists it "
+                    "at its next store refresh; waiting at the offset"
+                    if held
+                    else f"waiting at the offset for up to {budget:g}s before calling it lost",
+                )
+            return True
+        self._behind.pop(journal, None)
+        return False
 
     def _went_back(self, journal: str, offset: int, head: int, created: int) -> int:
         """The rule for a journal whose every member reports a write head below the stream's offset
