@@ -78,6 +78,12 @@ HOLE_JUMP_AGE = 6 * 3600
 #: Waits of :func:`fill` in this process (holes that were not decided at the first listing).
 SETTLE_WAITS = 0
 
+#: How long a stream waits for a write head reported below its offset to catch up when the
+#: journal's spec has no fragment refresh interval (no member lists the store again).
+FILL_WAIT_WITHOUT_REFRESH = 60.0
+#: Added to the fragment refresh interval: the time a member's store listing takes to land.
+REFRESH_SLACK = 5.0
+
 
 @dataclasses.dataclass(frozen=True)
 class Settled:
