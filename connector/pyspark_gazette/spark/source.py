@@ -34,6 +34,7 @@ from pyspark_gazette.spark.read.batch_scan import (
     GazettePushdownBatchReader,
 )
 from pyspark_gazette.spark.read.flow import collection_schema, with_flow_columns
+from pyspark_gazette.spark.read import store_plan
 from pyspark_gazette.spark.read.infer import infer_schema
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
@@ -163,6 +164,9 @@ class GazetteDataSource(DataSource):
 
 def _collection_schema(opts: ReadOptions) -> StructType:
     """The default schema of a ``collection`` read, from its journals' partition labels."""
+    if opts.store_url:
+        infos, _, _ = store_plan.list_journals(opts)
+        return collection_schema([(lb.name, lb.value) for lb in i.spec.labels.labels] for i in infos)
     with JournalClient(opts.connection.client_config()) as client:
         infos = resolve_journals(client, opts.journals, opts.selector)
     return collection_schema([(lb.name, lb.value) for lb in i.spec.labels.labels] for i in infos)
