@@ -30,6 +30,8 @@ def _closed_port() -> int:
 
 
 NO_BROKER = f"http://127.0.0.1:{_closed_port()}"
+#: moto's dummy credentials: the Spark session's Python workers were started without them.
+S3_KEYS = {"store.s3.accessKeyId": "testing", "store.s3.secretAccessKey": "testing"}
 
 
 def store_reader(spark, broker, url: str | None = None, **options):
@@ -110,9 +112,9 @@ def test_infer_schema_and_a_schema_naming_some_fields(spark, broker, client, cre
 @pytest.mark.parametrize(
     "content_type,framing,payloads",
     [
-        ("text/plain", "lines", [b"plain line %d" % i for i in range(60)]),
-        ("text/csv", "csv", [b'%d,"x, %d",y' % (i, i) for i in range(60)]),
-        ("application/x-protobuf-fixed", "protobuf-fixed", [bytes([i]) * (i + 1) + b"\n\x00" for i in range(60)]),
+        ("text/plain", "lines", [b"plain line %d " % i + b"x" * 40 for i in range(60)]),
+        ("text/csv", "csv", [b'%d,"x, %d",' % (i, i) + b"y" * 40 for i in range(60)]),
+        ("application/x-protobuf-fixed", "protobuf-fixed", [bytes([i]) * (i + 40) + b"\n\x00" for i in range(60)]),
     ],
 )
 def test_other_framings_equal_the_broker_read(spark, broker, client, create_journal, content_type, framing, payloads):
@@ -141,7 +143,7 @@ def test_a_store_url_without_a_file_root_reads_absolute_paths(spark, broker, cli
         .option("framing", "ndjson")
         .load()
     )
-    want = reader(spark, broker, journals=journal, endingOffsets=_ending(journal, end)).load()
+    want = reader(spark, broker, journals=journal, endingOffsets=_ending(journal, end), **S3_KEYS).load()
     assert rows(df) == rows(want) and rows(df)
 
 
@@ -150,9 +152,9 @@ def test_a_selector_by_name_prefix_reads_many_journals_from_one_listing(spark, b
     names = [f"store/many-{tag}/j{i}" for i in range(5)]
     for n in names:
         create_journal(n, length=1024)
-        fill(client, broker, n, batches=3, per_batch=10)
+        fill(client, broker, n, batches=4, per_batch=20)
     create_journal(f"store/other-{tag}", length=1024)  # outside the prefix: not read
-    fill(client, broker, f"store/other-{tag}", batches=3, per_batch=10)
+    fill(client, broker, f"store/other-{tag}", batches=4, per_batch=20)
     ends = {n: persisted_end(client, n) for n in names}
     df = store_reader(spark, broker, selector=f"name:prefix=store/many-{tag}/", framing="ndjson").load()
     want = reader(
@@ -168,7 +170,7 @@ def test_a_path_postfix_directory_is_not_part_of_the_journal_name(spark, broker,
     names = [f"store/postfix-{tag}/j{i}" for i in range(2)]
     for n in names:
         create_journal(n, length=1024, template='date={{ .Spool.FirstAppendTime.Format "2006-01-02" }}/hour=00')
-        fill(client, broker, n, batches=4, per_batch=10)
+        fill(client, broker, n, batches=4, per_batch=20)
     ends = {n: persisted_end(client, n) for n in names}
     want = rows(reader(spark, broker, journals=",".join(names), endingOffsets=str(ends).replace("'", '"')).load())
     # By names: the names say where the journal ends. By a prefix: the postfix depth does.
@@ -209,10 +211,12 @@ def test_s3_store_on_moto_equals_the_broker_read(spark, broker, client, create_j
         spark.read.format("gazette")
         .option("store.url", f"s3://{s3_bucket}/data/")
         .option("store.s3.endpoint", s3_server)
+        .option("store.s3.accessKeyId", "testing")
+        .option("store.s3.secretAccessKey", "testing")
         .option("journals", journal)
         .option("framing", "ndjson")
         .option("broker.address", NO_BROKER)
         .load()
     )
-    want = reader(spark, broker, journals=journal, endingOffsets=_ending(journal, end)).load()
+    want = reader(spark, broker, journals=journal, endingOffsets=_ending(journal, end), **S3_KEYS).load()
     assert rows(df) == rows(want) and rows(df)
