@@ -220,3 +220,137 @@ def test_s3_store_on_moto_equals_the_broker_read(spark, broker, client, create_j
     )
     want = reader(spark, broker, journals=journal, endingOffsets=_ending(journal, end), **S3_KEYS).load()
     assert rows(df) == rows(want) and rows(df)
+
+
+# -- errors a user meets -------------------------------------------------------------------------
+
+
+def _error_text(fn) -> str:
+    with pytest.raises((PySparkException, Py4JJavaError)) as err:
+        fn()
+    return str(err.value)
+
+
+def _journal_with_fragments(client, broker, create_journal, tag: str, **spec) -> tuple[str, list[FragmentRef]]:
+    journal = f"store/{tag}-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024, **spec)
+    fill(client, broker, journal, batches=12, per_batch=20)
+    frags = [FragmentRef.from_proto(f.spec) for f in client.list_fragments(journal) if f.spec.mod_time]
+    assert len(frags) >= 4
+    return journal, frags
+
+
+def _path(broker, ref: FragmentRef) -> str:
+    return os.path.join(broker.store_root, "store", ref.content_path)
+
+
+def test_errors_name_the_store_the_journal_and_the_option(spark, broker, client, create_journal, tmp_path):
+    journal, _ = _journal_with_fragments(client, broker, create_journal, "errors")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a fragment")
+    text = _error_text(
+        lambda: spark.read.format("gazette")
+        .option("store.url", f"file://{empty}/")
+        .option("journals", "some/journal")
+        .option("framing", "ndjson")
+        .load()
+        .collect()
+    )
+    assert "store.url" in text and "no fragment files under" in text and "notes.txt" not in text
+    text = _error_text(lambda: store_reader(spark, broker, journals=journal + "x", framing="ndjson").load().collect())
+    assert "journals" in text and repr(journal + "x") in text and f"did you mean {journal!r}" in text
+    text = _error_text(lambda: store_reader(spark, broker, journals=journal).load().collect())
+    assert "framing" in text and "content-type" in text
+    text = _error_text(
+        lambda: store_reader(spark, broker, journals=journal, framing="ndjson", signedUrls="true").load().collect()
+    )
+    assert "signedUrls" in text
+    text = _error_text(
+        lambda: store_reader(spark, broker, selector="app=x", framing="ndjson").load().collect()
+    )
+    assert "selector" in text and "journal names only" in text
+
+
+def test_a_bucket_without_credentials_is_named(spark, broker, client, create_journal, s3_server, s3_bucket):
+    url = f"s3://{s3_bucket}/data/?endpoint={s3_server}"
+    journal = f"store/nocreds-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024, store=url)
+    fill(client, broker, journal, batches=3, per_batch=20)
+    # The Spark session's Python workers have no AWS credentials in their environment.
+    text = _error_text(
+        lambda: spark.read.format("gazette")
+        .option("store.url", f"s3://{s3_bucket}/data/")
+        .option("store.s3.endpoint", s3_server)
+        .option("journals", journal)
+        .option("framing", "ndjson")
+        .load()
+        .collect()
+    )
+    assert f"store.url s3://{s3_bucket}/data/" in text and "cannot be listed" in text
+    assert "NoCredentialsError" in text and "read access" in text
+
+
+def test_files_that_are_not_fragments_are_skipped_and_counted(spark, broker, client, create_journal):
+    from pyspark_gazette.fragments import FragmentStore
+    from pyspark_gazette.fragments.listing import list_store
+
+    journal, frags = _journal_with_fragments(client, broker, create_journal, "junk")
+    directory = os.path.dirname(_path(broker, frags[0]))
+    for name in ("README.md", "0000-xyz.zst", "._0000000000000000-0000000000000010-" + "0" * 40 + ".raw"):
+        with open(os.path.join(directory, name), "w") as f:
+            f.write("junk")
+    listing = list_store(FragmentStore("file:///store/", file_root=broker.store_root), journal + "/")
+    assert listing.skipped == 3 and "README.md" in listing.skipped_text()
+    assert [(r.begin, r.end) for r in listing.fragments[journal]] == [(r.begin, r.end) for r in frags]
+    same_as_broker(spark, broker, client, journal, framing="ndjson")
+
+
+def test_a_truncated_fragment_file_fails_naming_it(spark, broker, client, create_journal):
+    journal, frags = _journal_with_fragments(client, broker, create_journal, "corrupt")
+    path = _path(broker, frags[1])
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(size // 2)
+    text = _error_text(lambda: store_reader(spark, broker, journals=journal, framing="ndjson").load().collect())
+    assert journal in text and frags[1].content_name in text
+
+
+# -- holes ---------------------------------------------------------------------------------------
+
+
+def test_a_young_hole_ends_the_read_and_is_not_called_lost(spark, broker, client, create_journal):
+    journal, frags = _journal_with_fragments(client, broker, create_journal, "young-hole")
+    mid = frags[2]
+    os.remove(_path(broker, mid))
+    got = rows(store_reader(spark, broker, journals=journal, framing="ndjson").load())
+    assert got and max(r[1] for r in got) < mid.begin  # the persisted history ends at the hole
+    want = rows(reader(spark, broker, journals=journal, endingOffsets=_ending(journal, mid.begin)).load())
+    assert got == want
+    text = _error_text(
+        lambda: store_reader(
+            spark, broker, journals=journal, framing="ndjson", endingOffsets=_ending(journal, frags[3].end)
+        )
+        .load()
+        .collect()
+    )
+    assert "endingOffsets" in text and f"beyond the end of its persisted history" in text
+    assert f"({mid.begin})" in text and f"[{mid.begin}, {mid.end})" in text
+
+
+def test_an_old_hole_is_data_loss_and_failondataloss_skips_it(spark, broker, client, create_journal):
+    journal, frags = _journal_with_fragments(client, broker, create_journal, "old-hole")
+    mid = frags[2]
+    os.remove(_path(broker, mid))
+    old = time.time() - 7 * 3600  # older than Gazette's 6 hour threshold
+    for ref in frags[3:]:
+        os.utime(_path(broker, ref), (old, old))
+    text = _error_text(lambda: store_reader(spark, broker, journals=journal, framing="ndjson").load().collect())
+    assert "DataLossError" in text or "not in any fragment" in text
+    assert f"[{mid.begin}, {mid.end})" in text and "failOnDataLoss" in text
+    got = rows(store_reader(spark, broker, journals=journal, framing="ndjson", failOnDataLoss="false").load())
+    offsets = [r[1] for r in got]
+    assert offsets and not any(mid.begin <= o < mid.end for o in offsets)
+    assert max(offsets) >= frags[-1].begin  # read on past the lost hole
+    before = rows(reader(spark, broker, journals=journal, endingOffsets=_ending(journal, mid.begin)).load())
+    assert got[: len(before)] == before

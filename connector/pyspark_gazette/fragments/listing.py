@@ -42,6 +42,8 @@ class StoreListing:
     fragments: dict[str, list[FragmentRef]]
     files: int = 0
     skipped: int = 0
+    #: Fragment files of journals not wanted.
+    others: int = 0
     skipped_examples: list[str] = dataclasses.field(default_factory=list)
 
     def skip(self, key: str) -> None:
@@ -116,6 +118,7 @@ def list_store(
             continue
         journal, postfix = split_directory(directory, wanted, postfix_depth)
         if not journal:
+            out.others += 1
             continue
         try:
             ref = FragmentRef(journal, begin, end, sum_hex, codec, store.url, mod_time, postfix)
@@ -126,9 +129,7 @@ def list_store(
     for refs in out.fragments.values():
         refs.sort(key=lambda r: (r.begin, -r.end, -r.mod_time, r.path_postfix))
     if out.skipped:
-        log.warning(
-            "store %s: skipped %s", redact_url(store.url), out.skipped_text()
-        )
+        log.warning("store %s: skipped %s", redact_url(store.url), out.skipped_text())
     return out
 
 

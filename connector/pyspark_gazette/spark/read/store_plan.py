@@ -106,7 +106,7 @@ def list_journals(opts: ReadOptions) -> tuple[list[JournalInfo], dict[str, list[
             "the bucket: give its credentials with the store.* options or the environment"
         ) from None
     found = listing.fragments
-    if not found:
+    if not found and not listing.others:
         skipped = f" ({listing.skipped_text()})" if listing.skipped else ""
         raise OptionError("store.url", f"no fragment files under {where}{skipped}")
     if opts.journals:
