@@ -354,3 +354,76 @@ def test_an_old_hole_is_data_loss_and_failondataloss_skips_it(spark, broker, cli
     assert max(offsets) >= frags[-1].begin  # read on past the lost hole
     before = rows(reader(spark, broker, journals=journal, endingOffsets=_ending(journal, mid.begin)).load())
     assert got[: len(before)] == before
+
+
+# -- streams -------------------------------------------------------------------------------------
+
+
+def _store_stream(spark, broker, **options):
+    r = (
+        spark.readStream.format("gazette")
+        .option("store.url", "file:///store/")
+        .option("store.fileRoot", broker.store_root)
+        .option("framing", "ndjson")
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _available_now(df, fmt: str, checkpoint, **options):
+    w = df.writeStream.format(fmt).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+    for k, v in options.items():
+        w = w.option(k, v)
+    q = w.start()
+    q.awaitTermination()
+    assert q.exception() is None, q.exception()
+
+
+def test_a_stream_from_the_store_reads_new_fragments_once_into_a_file_sink(
+    spark, broker, client, create_journal, tmp_path
+):
+    journal = f"store/stream-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024)
+    lines = fill(client, broker, journal, batches=6, per_batch=20)
+    df = _store_stream(spark, broker, journals=journal, maxBytesPerTrigger="2k").select("journal", "offset", "value")
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    _available_now(df, "parquet", ckpt, path=str(out))
+    first_end = persisted_end(client, journal)
+    got = sorted((r.offset, r.value) for r in spark.read.parquet(str(out)).collect())
+    assert got == [(o, v.decode()) for o, v in lines if o < first_end]
+
+    # New fragments appear in the store: the next run reads them, and only them.
+    more = []
+    for b in range(6, 12):
+        data = ndjson(events(20, b * 20))
+        commit = client.append(journal, data)
+        pos = commit.begin
+        for line in data.splitlines(keepends=True):
+            more.append((pos, line.rstrip(b"\n")))
+            pos += len(line)
+    assert broker.wait_persisted(30)
+    _available_now(df, "parquet", ckpt, path=str(out))
+    second_end = persisted_end(client, journal)
+    assert second_end > first_end
+    got = sorted((r.offset, r.value) for r in spark.read.parquet(str(out)).collect())
+    assert got == [(o, v.decode()) for o, v in lines + more if o < second_end]
+    # Nothing new: a third run adds nothing.
+    _available_now(df, "parquet", ckpt, path=str(out))
+    assert spark.read.parquet(str(out)).count() == len(got)
+
+
+def test_a_stream_from_the_store_into_the_exactly_once_sink(spark, broker, client, create_journal, tmp_path):
+    journal = f"store/stream-src-{uuid.uuid4().hex[:6]}"
+    sink = f"store/stream-dst-{uuid.uuid4().hex[:6]}"
+    create_journal(journal, length=1024)
+    create_journal(sink)
+    lines = fill(client, broker, journal, batches=8, per_batch=20)
+    end = persisted_end(client, journal)
+    df = _store_stream(spark, broker, journals=journal).select("value")
+    ckpt = tmp_path / "ckpt"
+    for _ in range(2):  # the second run from the same checkpoint adds nothing
+        _available_now(df, "gazette", ckpt, **{"broker.address": broker.address, "journal": sink})
+    got = reader(spark, broker, journals=sink).load().collect()
+    assert sorted(r.value for r in got) == sorted(v.decode() for o, v in lines if o < end)

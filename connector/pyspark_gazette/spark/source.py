@@ -36,6 +36,7 @@ from pyspark_gazette.spark.read.batch_scan import (
 from pyspark_gazette.spark.read.flow import collection_schema, with_flow_columns
 from pyspark_gazette.spark.read import store_plan
 from pyspark_gazette.spark.read.infer import infer_schema
+from pyspark_gazette.spark.read.store_stream import StoreStreamReader
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
 from pyspark_gazette.spark.surface import plain
@@ -133,7 +134,10 @@ class GazetteDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         try:
-            return GazetteStreamReader(self._read_options(streaming=True, schema=schema), schema)
+            opts = self._read_options(streaming=True, schema=schema)
+            if opts.store_url:
+                return StoreStreamReader(opts, schema)
+            return GazetteStreamReader(opts, schema)
         except GazetteError as e:
             # Spark's stream runner cannot report an error raised here (it then fails on its own
             # clean-up with an UnboundLocalError that hides ours): report it from the first call.

@@ -268,7 +268,7 @@ class WindowFilter(CommittedFilter):
     nothing is kept, replays are skipped and the sequencer's reports are not logged."""
 
     def __init__(self, part: CommittedStreamPartition, opts: ReadOptions, *, emit: bool = True):
-        super().__init__(part.journal, part.framing, opts)
+        super().__init__(part.journal, part.framing, opts, (*part.replay_segments, *part.segments))
         self.part, self.emit = part, emit
         if part.producers is not None:
             self.sequencer = Sequencer(
