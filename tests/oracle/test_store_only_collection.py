@@ -56,7 +56,9 @@ def test_a_collection_from_its_bucket_equals_the_broker_read(spark, target):
         flow_journal(target, collection, "g1", "us", "80000000"),
     ]
     # Outside the collection's name prefix: never read.
-    decoy = flow_journal(target, collection, "g1", "eu", name=collection.rsplit("/", 1)[0] + "/elsewhere/region=eu/pivot=00")
+    decoy = flow_journal(
+        target, collection, "g1", "eu", name=collection.rsplit("/", 1)[0] + "/elsewhere/region=eu/pivot=00"
+    )
     peer.flow_publish(target.address, journals + [decoy], seed=11, rounds=120)
     # A second publish rolls the spools the first filled: their fragments are persisted.
     peer.flow_publish(target.address, journals + [decoy], seed=12, rounds=10)
@@ -85,7 +87,9 @@ def test_a_collection_from_its_bucket_equals_the_broker_read(spark, target):
     assert sorted(a.collect()) == sorted(b.collect())
     a = read(**{"store.url": "file:///store/", "inferSchema": "true"}).load()
     b = read(**{"broker.address": target.address, "inferSchema": "true"}).load()
-    assert a.schema.simpleString() == b.schema.simpleString() and sorted(map(str, a.collect())) == sorted(map(str, b.collect()))
+    assert a.schema.simpleString() == b.schema.simpleString() and sorted(map(str, a.collect())) == sorted(
+        map(str, b.collect())
+    )
     control = {"collection.controlDocuments": "true"}
     a = read(**{"store.url": "file:///store/", **control}).load()
     b = read(**{"broker.address": target.address, **control}).load()

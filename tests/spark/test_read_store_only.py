@@ -9,6 +9,7 @@ unreachable ``broker.address`` too: a read that contacted a broker would fail.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -66,7 +67,7 @@ def rows(df, *cols) -> list[tuple]:
 
 
 def _ending(journal: str, end: int) -> str:
-    return '{"%s": %d}' % (journal, end)
+    return json.dumps({journal: end})
 
 
 def same_as_broker(spark, broker, client, journal: str, schema: str | None = None, **options):
@@ -250,12 +251,14 @@ def test_errors_name_the_store_the_journal_and_the_option(spark, broker, client,
     empty.mkdir()
     (empty / "notes.txt").write_text("not a fragment")
     text = _error_text(
-        lambda: spark.read.format("gazette")
-        .option("store.url", f"file://{empty}/")
-        .option("journals", "some/journal")
-        .option("framing", "ndjson")
-        .load()
-        .collect()
+        lambda: (
+            spark.read.format("gazette")
+            .option("store.url", f"file://{empty}/")
+            .option("journals", "some/journal")
+            .option("framing", "ndjson")
+            .load()
+            .collect()
+        )
     )
     assert "store.url" in text and "no fragment files under" in text and "notes.txt" not in text
     text = _error_text(lambda: store_reader(spark, broker, journals=journal + "x", framing="ndjson").load().collect())
@@ -266,9 +269,7 @@ def test_errors_name_the_store_the_journal_and_the_option(spark, broker, client,
         lambda: store_reader(spark, broker, journals=journal, framing="ndjson", signedUrls="true").load().collect()
     )
     assert "signedUrls" in text
-    text = _error_text(
-        lambda: store_reader(spark, broker, selector="app=x", framing="ndjson").load().collect()
-    )
+    text = _error_text(lambda: store_reader(spark, broker, selector="app=x", framing="ndjson").load().collect())
     assert "selector" in text and "journal names only" in text
 
 
@@ -279,13 +280,15 @@ def test_a_bucket_without_credentials_is_named(spark, broker, client, create_jou
     fill(client, broker, journal, batches=3, per_batch=20)
     # The Spark session's Python workers have no AWS credentials in their environment.
     text = _error_text(
-        lambda: spark.read.format("gazette")
-        .option("store.url", f"s3://{s3_bucket}/data/")
-        .option("store.s3.endpoint", s3_server)
-        .option("journals", journal)
-        .option("framing", "ndjson")
-        .load()
-        .collect()
+        lambda: (
+            spark.read.format("gazette")
+            .option("store.url", f"s3://{s3_bucket}/data/")
+            .option("store.s3.endpoint", s3_server)
+            .option("journals", journal)
+            .option("framing", "ndjson")
+            .load()
+            .collect()
+        )
     )
     assert f"store.url s3://{s3_bucket}/data/" in text and "cannot be listed" in text
     assert "NoCredentialsError" in text and "read access" in text
@@ -328,13 +331,15 @@ def test_a_young_hole_ends_the_read_and_is_not_called_lost(spark, broker, client
     want = rows(reader(spark, broker, journals=journal, endingOffsets=_ending(journal, mid.begin)).load())
     assert got == want
     text = _error_text(
-        lambda: store_reader(
-            spark, broker, journals=journal, framing="ndjson", endingOffsets=_ending(journal, frags[3].end)
+        lambda: (
+            store_reader(
+                spark, broker, journals=journal, framing="ndjson", endingOffsets=_ending(journal, frags[3].end)
+            )
+            .load()
+            .collect()
         )
-        .load()
-        .collect()
     )
-    assert "endingOffsets" in text and f"beyond the end of its persisted history" in text
+    assert "endingOffsets" in text and "beyond the end of its persisted history" in text
     assert f"({mid.begin})" in text and f"[{mid.begin}, {mid.end})" in text
 
 

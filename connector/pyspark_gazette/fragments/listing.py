@@ -141,21 +141,18 @@ def read_chain(refs: Sequence[FragmentRef]) -> list[FragmentRef]:
     ones dropped. ``refs`` sorted by begin."""
     live = sorted((r for r in refs if r.end > r.begin), key=lambda r: (r.begin, -r.end))
     chain: list[FragmentRef] = []
-    pos = None
-    i = 0
-    while i < len(live):
-        if pos is None or live[i].begin > pos:
-            best = live[i]  # the longest of those beginning first (sorted so)
-        else:
-            best = None
-            while i < len(live) and live[i].begin <= pos:
-                if live[i].end > pos and (best is None or live[i].end > best.end):
-                    best = live[i]
-                i += 1
-            if best is None:
-                continue
-        chain.append(best)
-        pos = best.end
-        while i < len(live) and live[i].end <= pos:
+    i, n = 0, len(live)
+    while i < n:
+        if not chain or live[i].begin > chain[-1].end:
+            chain.append(live[i])  # the first, or after a hole: the longest of those beginning next
             i += 1
+            continue
+        pos = chain[-1].end
+        best: FragmentRef | None = None
+        while i < n and live[i].begin <= pos:
+            if live[i].end > pos and (best is None or live[i].end > best.end):
+                best = live[i]
+            i += 1
+        if best is not None:
+            chain.append(best)
     return chain

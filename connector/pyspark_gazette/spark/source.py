@@ -27,6 +27,7 @@ from pyspark_gazette.errors import GazetteError, InvalidInputError, OptionError
 from pyspark_gazette.message import framing_by_name
 from pyspark_gazette.spark import lineage
 from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions, WriteOptions, catalog
+from pyspark_gazette.spark.read import store_plan
 from pyspark_gazette.spark.read.arrow_output import untyped_schema
 from pyspark_gazette.spark.read.batch_scan import (
     FlowPushdownBatchReader,
@@ -34,7 +35,6 @@ from pyspark_gazette.spark.read.batch_scan import (
     GazettePushdownBatchReader,
 )
 from pyspark_gazette.spark.read.flow import collection_schema, with_flow_columns
-from pyspark_gazette.spark.read import store_plan
 from pyspark_gazette.spark.read.infer import infer_schema
 from pyspark_gazette.spark.read.store_stream import StoreStreamReader
 from pyspark_gazette.spark.read.stream import GazetteStreamReader

@@ -24,10 +24,10 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_gazette.client import JournalClient
+from pyspark_gazette.errors import redact_url
 from pyspark_gazette.flow.labels import name_partitions
 from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
-from pyspark_gazette.errors import redact_url
 from pyspark_gazette.spark.read import pack as pack_module
 from pyspark_gazette.spark.read import store_plan
 from pyspark_gazette.spark.read.arrow_output import is_untyped

@@ -113,16 +113,16 @@ def list_journals(opts: ReadOptions) -> tuple[list[JournalInfo], dict[str, list[
         missing = [j for j in opts.journals if j not in found]
         if missing:
             hint = _did_you_mean(store, missing[0], opts)
-            raise OptionError(
-                "journals", f"journal(s) not in store {where}: {', '.join(map(repr, missing))}{hint}"
-            )
+            raise OptionError("journals", f"journal(s) not in store {where}: {', '.join(map(repr, missing))}{hint}")
         names = list(opts.journals)
     else:
         sel = parse_selector(opts.selector or "")
         names = [j for j in found if matches(sel, labels_of(j, opts), journal_name=j)]
         if not names:
             what = f"collection {opts.collection!r}" if opts.collection else f"selector {opts.selector!r}"
-            near = closest(journal_prefix(opts.collection) if opts.collection else "", found) if opts.collection else None
+            near = (
+                closest(journal_prefix(opts.collection) if opts.collection else "", found) if opts.collection else None
+            )
             hint = f" (journals there include {sorted(found)[0]!r})" if not near else f" (did you mean {near!r}?)"
             raise OptionError(
                 "collection" if opts.collection else "selector", f"{what} matches no journal in store {where}{hint}"
@@ -147,10 +147,9 @@ def labels_of(journal: str, opts: ReadOptions) -> pb.LabelSet:
     labels (``estuary.dev/collection`` and the logical partitions its name encodes)."""
     if not opts.collection:
         return pb.LabelSet()
-    labels = [pb.Label(name=COLLECTION, value=opts.collection)]
-    for field, value in sorted(name_partitions(journal).items()):
-        labels.append(pb.Label(name=FIELD_PREFIX + field, value=encode_value(value)))
-    return pb.LabelSet(labels=sorted(labels, key=lambda lb: (lb.name, lb.value)))
+    pairs = [(COLLECTION, opts.collection)]
+    pairs += [(FIELD_PREFIX + field, encode_value(value)) for field, value in name_partitions(journal).items()]
+    return pb.LabelSet(labels=[pb.Label(name=name, value=value) for name, value in sorted(pairs)])
 
 
 def info_of(journal: str, opts: ReadOptions) -> JournalInfo:
@@ -165,7 +164,9 @@ def _hole_age(opts: ReadOptions) -> dict[str, float]:
     return {} if threshold is None else {"threshold": threshold}
 
 
-def snapshot(info: JournalInfo, refs: Sequence[FragmentRef], opts: ReadOptions, now: float | None = None) -> StoreSnapshot:
+def snapshot(
+    info: JournalInfo, refs: Sequence[FragmentRef], opts: ReadOptions, now: float | None = None
+) -> StoreSnapshot:
     """``info``'s snapshot from its stored fragments ``refs`` (module docstring)."""
     now = time.time() if now is None else now
     chain = [ListedFragment(r.to_proto()) for r in read_chain(refs)]
