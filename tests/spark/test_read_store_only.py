@@ -97,6 +97,7 @@ def test_ndjson_untyped_and_typed_equal_the_broker_read_for_every_codec(spark, b
     assert len(typed) == len(got)
 
 
+@pytest.mark.both_brokers
 def test_infer_schema_and_a_schema_naming_some_fields(spark, broker, client, create_journal):
     journal = f"store/typed-{uuid.uuid4().hex[:6]}"
     create_journal(journal, length=1024)
