@@ -433,3 +433,20 @@ def test_a_stream_from_the_store_into_the_exactly_once_sink(spark, broker, clien
         _available_now(df, "gazette", ckpt, **{"broker.address": broker.address, "journal": sink})
     got = reader(spark, broker, journals=sink).load().collect()
     assert sorted(r.value for r in got) == sorted(v.decode() for o, v in lines if o < end)
+
+
+def test_a_stream_waits_at_a_young_hole_and_reads_on_once_it_is_filled(spark, broker, client, create_journal, tmp_path):
+    journal, frags = _journal_with_fragments(client, broker, create_journal, "stream-hole")
+    mid = frags[2]
+    path = _path(broker, mid)
+    os.rename(path, path + ".aside")  # an upload still in flight, as the store sees it
+    df = _store_stream(spark, broker, journals=journal).select("offset", "value")
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    _available_now(df, "parquet", ckpt, path=str(out))
+    first = sorted(r.offset for r in spark.read.parquet(str(out)).collect())
+    assert first and max(first) < mid.begin
+    os.rename(path + ".aside", path)
+    _available_now(df, "parquet", ckpt, path=str(out))
+    got = sorted(r.offset for r in spark.read.parquet(str(out)).collect())
+    want = rows(reader(spark, broker, journals=journal, endingOffsets=_ending(journal, frags[-1].end)).load())
+    assert got == [r[1] for r in want]  # every message once, the hole's included
