@@ -235,6 +235,19 @@ def run(n: int, args, spark, work: str) -> dict:
         finally:
             srw.stop()
 
+        # (l'') a store stream's latestOffset: one listing of the store per trigger.
+        store_latest_s: list[float] = []
+        if args.persisted:
+            from pyspark_gazette.spark.read.store_stream import StoreStreamReader
+
+            ss = StoreStreamReader(ReadOptions.parse(store_opts, streaming=True), schema)
+            try:
+                s_start = ss.initialOffset()
+                store_latest_s = [timed(lambda: ss.latestOffset(s_start, limit)) for _ in range(args.rounds)]
+                idle_is_start = idle_is_start and ss.latestOffset(s_start, limit) == s_start
+            finally:
+                ss.stop()
+
         best = {k: min(v) for k, v in rounds.items()}
         print(f"best of {args.rounds} rounds on local[2] (all rounds in brackets)")
         for k, v in rounds.items():
@@ -261,6 +274,11 @@ def run(n: int, args, spark, work: str) -> dict:
             f"  latestOffset, default (watchWriteHeads=auto: watched) {min(latest_w) * 1000:.0f} ms"
             f"  [{', '.join(f'{x * 1000:.0f}' for x in latest_w)}]"
         )
+        if store_latest_s:
+            print(
+                f"  latestOffset of a store.url stream (one listing) {min(store_latest_s) * 1000:.0f} ms"
+                f"  [{', '.join(f'{x * 1000:.0f}' for x in store_latest_s)}]"
+            )
         print(f"  idle trigger returns its start (no batch, no tasks): {idle_is_start}", flush=True)
 
         if args.no_stream:
