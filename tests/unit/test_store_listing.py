@@ -106,3 +106,27 @@ def test_a_store_read_needs_no_broker_address_and_a_collection_is_ndjson():
     with pytest.raises(OptionError) as err:
         ReadOptions.parse({"journals": "a/b", "store.pathPostfixDepth": "2"}, env={})
     assert err.value.option == "store.pathPostfixDepth"
+
+
+def test_a_snapshot_ends_at_a_young_hole_and_reads_over_an_old_one():
+    from pyspark_gazette.spark.read.store_plan import info_of, snapshot
+
+    opts = ReadOptions.parse({"store.url": "file:///s/", "journals": "acme/b", "framing": "ndjson"}, env={})
+    now = 1_800_000_000.0
+
+    def frag(begin: int, end: int, age: float) -> FragmentRef:
+        return FragmentRef("acme/b", begin, end, "0" * 40, pb.NONE, "file:///s/", int(now - age))
+
+    info = info_of("acme/b", opts)
+    whole = snapshot(info, [frag(0, 10, 9e4), frag(10, 20, 9e4), frag(20, 30, 60)], opts, now)
+    assert (whole.snap.write_head, whole.young_hole, whole.snap.earliest) == (30, None, 0)
+    # [10, 20) is missing before a fragment persisted a minute ago: not decidable, the history ends at 10.
+    young = snapshot(info, [frag(0, 10, 9e4), frag(20, 30, 60)], opts, now)
+    assert (young.snap.write_head, young.young_hole, young.stored_end) == (10, (10, 20), 30)
+    assert [f.spec.end for f in young.snap.fragments] == [10]
+    # Before a fragment persisted 7 hours ago: lost (Gazette's 6 hours), read over.
+    old = snapshot(info, [frag(0, 10, 9e4), frag(20, 30, 7 * 3600)], opts, now)
+    assert (old.snap.write_head, old.young_hole) == (30, None)
+    # A hole before every fragment (retention) is no hole: the journal starts at its first fragment.
+    pruned = snapshot(info, [frag(40, 50, 60)], opts, now)
+    assert (pruned.snap.earliest, pruned.snap.write_head, pruned.young_hole) == (40, 50, None)
