@@ -138,12 +138,20 @@ def test_a_committed_batch_whose_every_replica_died_unpersisted_is_reported(spar
         gazctl = subprocess.Popen(argv, stdout=f, env=env)
     try:
         assert cluster.gazctl("journals", "read", "-l", f"name={dst}").stdout == before
-        # This connector's reader reports it as data loss (no member lists it, no store file holds it), or skips it.
+        # This connector's reader judges the hole as Gazette does: the fragment after it is young,
+        # so it may be an upload in flight: the read waits for it (broker.timeout), then fails
+        # with HoleInFlightError, never skipping it, whatever failOnDataLoss says.
         r = spark.read.format("gazette").option("broker.address", cluster.address).option("broker.timeout", "3s")
         r = r.option("store.fileRoot", cluster.file_root).option("journals", dst)
+        with pytest.raises(Exception) as waited:
+            r.option("failOnDataLoss", "false").load().collect()
+        assert "HoleInFlightError" in str(waited.value) and f"{e0}" in str(waited.value), str(waited.value)
+        # Judged lost (no member lists it, no store file holds it, and holeAgeThreshold=0s):
+        # reported as data loss, or skipped.
+        r = r.option("holeAgeThreshold", "0s")
         with pytest.raises(Exception) as lost:
-            r.load().collect()
-        assert f"{e0}" in str(lost.value), str(lost.value)
+            r.option("failOnDataLoss", "true").load().collect()
+        assert "DataLossError" in str(lost.value) and f"{e0}" in str(lost.value), str(lost.value)
         rows = r.option("failOnDataLoss", "false").load().collect()
         assert sorted(json.loads(x.value)["id"] for x in rows) == [*range(40), *range(80, 120)]
         assert gazctl.poll() is None  # still waiting at the hole, having written what is before it

@@ -130,3 +130,17 @@ def test_a_snapshot_ends_at_a_young_hole_and_reads_over_an_old_one():
     # A hole before every fragment (retention) is no hole: the journal starts at its first fragment.
     pruned = snapshot(info, [frag(40, 50, 60)], opts, now)
     assert (pruned.snap.earliest, pruned.snap.write_head, pruned.young_hole) == (40, 50, None)
+
+
+def test_hole_age_threshold_judges_store_holes_too():
+    from pyspark_gazette.spark.read.store_plan import info_of, snapshot
+
+    opts = ReadOptions.parse(
+        {"store.url": "file:///s/", "journals": "acme/b", "framing": "ndjson", "holeAgeThreshold": "30s"}, env={}
+    )
+    now = 1_800_000_000.0
+    frags = [
+        FragmentRef("acme/b", b, e, "0" * 40, pb.NONE, "file:///s/", int(now - 60)) for b, e in ((0, 10), (20, 30))
+    ]
+    s = snapshot(info_of("acme/b", opts), frags, opts, now)
+    assert (s.snap.write_head, s.young_hole) == (30, None)  # a minute old is old enough at 30s

@@ -87,7 +87,7 @@ def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> l
             if i == 0:
                 if resp.status != pb.OK:
                     raise error_for_status(resp.status, "List failed", response=resp)
-                conns.saw_revision(resp.header.etcd.revision)
+                conns.saw_header(resp.header)
             elif not resp.journals:
                 raise ProtocolError("List: empty continuation message outside of watch mode")
             for j in resp.journals:
@@ -121,7 +121,7 @@ def watch_journals(conns: Connections, selector: str | pb.LabelSelector | None =
                 if first:
                     if resp.status != pb.OK:
                         raise error_for_status(resp.status, "List watch failed", response=resp)
-                    conns.saw_revision(resp.header.etcd.revision)
+                    conns.saw_header(resp.header)
                     first = False
                 snapshot.extend(JournalInfo(j.spec, j.mod_revision, j.create_revision, j.route) for j in resp.journals)
         finally:
@@ -187,7 +187,7 @@ def apply(conns: Connections, changes: Sequence[Change | pb.ApplyRequest.Change]
         raise EtcdTransactionFailedError(_stale_revisions(conns, request), response=resp)
     if resp.status != pb.OK:
         raise error_for_status(resp.status, "Apply failed", response=resp)
-    conns.saw_revision(resp.header.etcd.revision)
+    conns.saw_header(resp.header, transaction=True)
     return resp.header.etcd.revision
 
 
@@ -261,6 +261,9 @@ class ListedFragment:
 
     spec: pb.Fragment
     signed_url: str = dataclasses.field(default="", repr=False)
+    #: Found by a listing of the journal's fragment store, not in any broker's listing (yet): a
+    #: read plans it from the store directly (:mod:`pyspark_gazette.client.settle`).
+    stored: bool = False
 
 
 def list_fragments(

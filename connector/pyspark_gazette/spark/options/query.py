@@ -39,6 +39,8 @@ class ReadOptions:
     signed_urls: bool
     verify_sha1: bool
     fail_on_data_loss: bool
+    #: ``holeAgeThreshold`` in seconds (client/settle.py).
+    hole_age_threshold: float = 6 * 3600.0
     filter_pushdown: bool = False
     max_bytes_per_trigger: int | None = None
     min_bytes_per_trigger: int | None = None
@@ -133,6 +135,7 @@ class ReadOptions:
             signed_urls=v["signedUrls"],
             verify_sha1=v["verifySha1"],
             fail_on_data_loss=v["failOnDataLoss"],
+            hole_age_threshold=v.get("holeAgeThreshold", DEFAULTS["holeAgeThreshold"]),
             filter_pushdown=bool(v.get("filterPushdown")),
             max_bytes_per_trigger=max_bytes,
             min_bytes_per_trigger=v.get("minBytesPerTrigger"),

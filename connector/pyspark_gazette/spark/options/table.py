@@ -398,6 +398,20 @@ OPTIONS: tuple[Option, ...] = (
         "jumps). `false` skips it with a warning and counts it in the task metrics.",
         scopes=READS,
     ),
+    Option(
+        "holeAgeThreshold",
+        "duration",
+        "6h",
+        "How old the fragment after a hole (offsets no broker lists and no store holds) must be for "
+        "the hole to count as lost, as Gazette's brokers judge it (their `offsetJumpAgeThreshold`, 6 "
+        "hours): a hole before a younger fragment may be a fragment whose upload is still in flight "
+        "after a broker hand-off. A lost hole follows `failOnDataLoss` at once; a younger one is "
+        "waited for (a batch read, up to `broker.timeout`) or read up to (a stream), never skipped. "
+        "Lower it only when such data is known to be gone; `0` judges a hole lost as soon as no broker "
+        "lists it and no store holds it.",
+        scopes=READS,
+        example="30m",
+    ),
     # -- stores ------------------------------------------------------------------------------
     Option(
         "store.url",

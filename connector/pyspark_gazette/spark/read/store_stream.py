@@ -74,6 +74,7 @@ class StoreStreamReader(GazetteStreamReader):
     def _heads(self, client, *, fresh: bool = False) -> dict[str, int]:
         listing = self._listing(fresh=True)  # one listing per trigger
         self._created = {name: 0 for name in listing}
+        self._infos = {name: s.snap.info for name, s in listing.items()}
         return {name: s.snap.write_head for name, s in listing.items()}
 
     def _confirmed_below(self, client, heads: dict[str, int], start: dict, new) -> dict[str, int]:
@@ -103,6 +104,11 @@ class StoreStreamReader(GazetteStreamReader):
 
     def _settle(self, client, snap, begin: int, end: int):
         return snap  # holes were judged when the listing was taken (store_plan.snapshot)
+
+    def _hold_at_holes(self, client, origin: dict[str, int], end: dict) -> dict:
+        """Nothing to hold: a journal's head in the store already ends at its first hole not yet
+        decidable (:func:`~pyspark_gazette.spark.read.store_plan.snapshot`)."""
+        return {}
 
     def stop(self) -> None:
         _listings.pop(self._token, None)

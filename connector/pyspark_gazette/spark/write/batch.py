@@ -17,7 +17,8 @@ the option's journal fails the task before its batch is appended. What is writte
 
 A journal's framing is the ``framing`` option, else its ``content-type`` label. A missing
 journal fails the write, at planning for the ``journal`` option and in the task for column
-values, unless ``createJournals`` gives a spec template to create it with.
+values, unless ``createJournals`` gives a spec template to create it with; so does a read-only
+journal (``O_RDONLY`` in its spec's flags), before anything is appended.
 
 **Delivery semantics.** Journals are append-only, so ``mode("overwrite")`` is refused and
 nothing can be taken back:
@@ -62,7 +63,14 @@ from pyspark_gazette.spark import lineage
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.surface import plain
-from pyspark_gazette.spark.write.task import WritePlan, WriteTask, check_framing, pointer_prefix, resolve_journal
+from pyspark_gazette.spark.write.task import (
+    WritePlan,
+    WriteTask,
+    check_framing,
+    check_writable,
+    pointer_prefix,
+    resolve_journal,
+)
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +153,7 @@ class GazetteBatchWriter(DataSourceArrowWriter):
             lineage.check_target(options.journal, reads, options.connection.address)
             with JournalClient(options.connection.client_config()) as client:
                 info = resolve_journal(client, options.journal, options)
+            check_writable(info)
             lineage.check_target(options.journal, reads, options.connection.address, info)
             framing = framing_of(info, options.framing)
             check_framing(options.journal, framing, plan)
