@@ -164,8 +164,24 @@ def run(n: int, args, spark, work: str) -> dict:
         def gz_count(**more):
             return lambda: gz(**more).agg(F.count("value")).collect()[0][0]
 
+        # With --persisted every journal's content is in the store: also planned from the store
+        # alone (store.url: one listing, no broker).
+        store_opts = {
+            "store.url": "file:///bench/",
+            "store.fileRoot": store,
+            "selector": "name:prefix=many/",
+            "framing": "ndjson",
+        }
+
+        def gz_store_count():
+            r = spark.read.format("gazette")
+            for k, v in store_opts.items():
+                r = r.option(k, v)
+            return r.load().agg(F.count("value")).collect()[0][0]
+
         cases = {
             "gazette count()": gz_count(),
+            **({"gazette store.url count()": gz_store_count} if args.persisted else {}),
             **{f"gazette, openCost {c}": gz_count(openCostInBytes=c) for c in costs},
             "spark.read.text count()": lambda: spark.read.text(files).agg(F.count("value")).collect()[0][0],
         }
@@ -183,6 +199,10 @@ def run(n: int, args, spark, work: str) -> dict:
         ro = ReadOptions.parse(opts)
         schema = untyped_schema(True, False)
         plan_s = [timed(lambda: GazetteBatchReader(ro, schema).partitions()) for _ in range(args.rounds)]
+        store_plan_s: list[float] = []
+        if args.persisted:
+            rs = ReadOptions.parse(store_opts)
+            store_plan_s = [timed(lambda: GazetteBatchReader(rs, schema).partitions()) for _ in range(args.rounds)]
 
         # (r) the executor read path alone, in this process: every packed partition, one read at
         # a time vs the pool (the broker runs in this process too, so they share its cores).
@@ -215,12 +235,35 @@ def run(n: int, args, spark, work: str) -> dict:
         finally:
             srw.stop()
 
+        # (l'') a store stream's latestOffset: one listing of the store per trigger.
+        store_latest_s: list[float] = []
+        if args.persisted:
+            from pyspark_gazette.spark.read.store_stream import StoreStreamReader
+
+            ss = StoreStreamReader(ReadOptions.parse(store_opts, streaming=True), schema)
+            try:
+                s_start = ss.initialOffset()
+                store_latest_s = [timed(lambda: ss.latestOffset(s_start, limit)) for _ in range(args.rounds)]
+                idle_is_start = idle_is_start and ss.latestOffset(s_start, limit) == s_start
+            finally:
+                ss.stop()
+
         best = {k: min(v) for k, v in rounds.items()}
         print(f"best of {args.rounds} rounds on local[2] (all rounds in brackets)")
         for k, v in rounds.items():
             print(f"  {k:26s} {best[k]:7.2f}s   [{', '.join(f'{x:.2f}' for x in v)}]")
         print(f"  partitions: {parts}")
         print(f"  planning {min(plan_s):.2f}s  [{', '.join(f'{x:.2f}' for x in plan_s)}]")
+        if store_plan_s:
+            print(
+                f"  planning from the store alone (store.url) {min(store_plan_s):.2f}s"
+                f"  [{', '.join(f'{x:.2f}' for x in store_plan_s)}]"
+            )
+            text = best["spark.read.text count()"]
+            print(
+                f"  (a'') count() vs spark.read.text: broker-planned {text / best['gazette count()']:.2f}, "
+                f"store-planned {text / best['gazette store.url count()']:.2f}"
+            )
         print(
             f"  source only, one process, by reads at once: {', '.join(f'{k}: {v:.2f}s' for k, v in source_s.items())}"
         )
@@ -231,6 +274,11 @@ def run(n: int, args, spark, work: str) -> dict:
             f"  latestOffset, default (watchWriteHeads=auto: watched) {min(latest_w) * 1000:.0f} ms"
             f"  [{', '.join(f'{x * 1000:.0f}' for x in latest_w)}]"
         )
+        if store_latest_s:
+            print(
+                f"  latestOffset of a store.url stream (one listing) {min(store_latest_s) * 1000:.0f} ms"
+                f"  [{', '.join(f'{x * 1000:.0f}' for x in store_latest_s)}]"
+            )
         print(f"  idle trigger returns its start (no batch, no tasks): {idle_is_start}", flush=True)
 
         if args.no_stream:

@@ -127,3 +127,25 @@ def test_available_now_stream_from_the_store(spark, store, cloud_broker, tmp_pat
     assert q.exception() is None, q.exception()
     rows = spark.sql(f"SELECT offset, value FROM {name}").collect()
     assert sorted((r.offset, r.value.encode()) for r in rows) == expected
+
+
+def test_a_read_of_the_store_alone_equals_the_broker_read(spark, store, cloud_broker):
+    """``store.url``: planned from one listing of the bucket, no broker (an unreachable
+    ``broker.address``), the same rows as the broker-planned read of the persisted offsets."""
+    import json
+    import socket
+
+    broker, client, create = cloud_broker
+    journal = "alone/" + uuid.uuid4().hex[:8]
+    create(journal, pb.GZIP)
+    fill(client, broker, journal, batches=5, per_batch=40)
+    end = max(f.spec.end for f in client.list_fragments(journal) if f.spec.mod_time)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{s.getsockname()[1]}"
+    alone = spark.read.format("gazette")
+    for k, v in {**store.spark_options, "store.url": store.url, "framing": "ndjson", "broker.address": nobody}.items():
+        alone = alone.option(k, v)
+    via = read(spark, broker, journal, {**store.spark_options, "endingOffsets": json.dumps({journal: end})})
+    got = sorted((r.offset, r.value) for r in alone.load(journal).collect())
+    assert got and got == sorted((r.offset, r.value) for r in via.collect())

@@ -27,6 +27,7 @@ from pyspark_gazette.errors import GazetteError, InvalidInputError, OptionError
 from pyspark_gazette.message import framing_by_name
 from pyspark_gazette.spark import lineage
 from pyspark_gazette.spark.options import OPTIONS, READ, STREAM, WRITE, ReadOptions, WriteOptions, catalog
+from pyspark_gazette.spark.read import store_plan
 from pyspark_gazette.spark.read.arrow_output import untyped_schema
 from pyspark_gazette.spark.read.batch_scan import (
     FlowPushdownBatchReader,
@@ -35,6 +36,7 @@ from pyspark_gazette.spark.read.batch_scan import (
 )
 from pyspark_gazette.spark.read.flow import collection_schema, with_flow_columns
 from pyspark_gazette.spark.read.infer import infer_schema
+from pyspark_gazette.spark.read.store_stream import StoreStreamReader
 from pyspark_gazette.spark.read.stream import GazetteStreamReader
 from pyspark_gazette.spark.resolve import framing_of, resolve_journals
 from pyspark_gazette.spark.surface import plain
@@ -132,7 +134,10 @@ class GazetteDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         try:
-            return GazetteStreamReader(self._read_options(streaming=True, schema=schema), schema)
+            opts = self._read_options(streaming=True, schema=schema)
+            if opts.store_url:
+                return StoreStreamReader(opts, schema)
+            return GazetteStreamReader(opts, schema)
         except GazetteError as e:
             # Spark's stream runner cannot report an error raised here (it then fails on its own
             # clean-up with an UnboundLocalError that hides ours): report it from the first call.
@@ -164,6 +169,9 @@ class GazetteDataSource(DataSource):
 
 def _collection_schema(opts: ReadOptions) -> StructType:
     """The default schema of a ``collection`` read, from its journals' partition labels."""
+    if opts.store_url:
+        infos, _, _ = store_plan.list_journals(opts)
+        return collection_schema([(lb.name, lb.value) for lb in i.spec.labels.labels] for i in infos)
     with JournalClient(opts.connection.client_config()) as client:
         infos = resolve_journals(client, opts.journals, opts.selector)
     return collection_schema([(lb.name, lb.value) for lb in i.spec.labels.labels] for i in infos)

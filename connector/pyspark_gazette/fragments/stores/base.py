@@ -222,6 +222,25 @@ class FragmentStore:
         refs.sort(key=lambda r: (r.begin, r.end, r.path_postfix))
         return refs
 
+    def list_keys(self, under: str = "") -> builtins.list[tuple[str, int]]:
+        """``(key relative to the store's prefix, mod_time)`` of every file below the prefix and
+        ``under`` (a directory, ending in ``/``, or ``""``), in one recursive listing; files
+        this package leaves behind (``.partial-*`` uploads, the health probe) are left out."""
+        base = self.parsed.prefix + under
+        try:
+            entries = self._list_files(self._location(base))
+        except GazetteError:
+            raise
+        except Exception as e:
+            raise self._store_error(f"listing {under or 'the prefix'!r}", e) from e
+        return [
+            (under + relative, mod_time)
+            for relative, mod_time in entries
+            if not relative.endswith("/")
+            and not relative.rpartition("/")[2].startswith(PARTIAL_PREFIX)
+            and relative.rpartition("/")[2] != HEALTH_PROBE
+        ]
+
     def delete(self, ref: FragmentRef) -> None:
         """Remove ``ref`` from the store; a fragment already gone is not an error."""
         location = self._location(self.object_path(ref))

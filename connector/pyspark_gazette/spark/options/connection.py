@@ -56,11 +56,14 @@ _STORAGE_SETTINGS = tuple(
 
 def connection_from(values: dict[str, Any]) -> Connection:
     address = values.get("broker.address")
-    if not address:
+    store_only = bool(values.get("store.url"))
+    if store_only:
+        address = ""  # a read of the store alone contacts no broker (spark/read/store_plan.py)
+    elif not address:
         raise OptionError("broker.address", "is required (or set BROKER_ADDRESS), e.g. http://127.0.0.1:8080")
 
     try:
-        for one in split_addresses(address):
+        for one in split_addresses(address) if address else ():
             parse_address(one)
     except ValueError as e:
         raise OptionError("broker.address", str(e)) from None
@@ -75,7 +78,7 @@ def connection_from(values: dict[str, Any]) -> Connection:
         address=address,
         auth_token=values.get("broker.authToken"),
         zone=values.get("broker.zone") or "",
-        file_root=values.get("store.fileRoot"),
+        file_root=values.get("store.fileRoot") or ("/" if store_only and _is_file_url(values["store.url"]) else None),
         storage=tuple(sorted(storage.items())),
         broker_timeout=_broker_timeout(values),
     )
@@ -85,3 +88,9 @@ def _broker_timeout(values: dict[str, Any]) -> float | None:
     """``broker.timeout`` in seconds (parsed, or its parsed default), None for 0 (forever)."""
     value = values["broker.timeout"] if "broker.timeout" in values else DEFAULTS["broker.timeout"]
     return float(value) or None
+
+
+def _is_file_url(url: str) -> bool:
+    """Whether ``url`` is a ``file://`` store URL: read alone, its paths are absolute unless
+    ``store.fileRoot`` roots them."""
+    return url.lower().startswith("file:")

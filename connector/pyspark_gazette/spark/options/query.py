@@ -12,6 +12,7 @@ from pyspark_gazette.protocol.labels import parse_selector
 from pyspark_gazette.spark.options.connection import Connection, connection_from
 from pyspark_gazette.spark.options.flow import collection_values, with_hosted
 from pyspark_gazette.spark.options.parsing import DEFAULTS, check_offsets_name_read_journals, parse
+from pyspark_gazette.spark.options.store import check_store_read, store_values
 from pyspark_gazette.spark.options.table import READ, STREAM, WRITE
 from pyspark_gazette.spark.options.templates import spec_template
 
@@ -53,6 +54,10 @@ class ReadOptions:
     control_documents: bool = False  # with collection: return Flow's control documents too
     infer_schema: bool = False
     sampling_bytes: int = 4 << 20
+    #: ``store.url``: read from this fragment store alone, no broker (spark/read/store_plan.py).
+    store_url: str | None = None
+    #: ``store.pathPostfixDepth``: directory levels of path postfix after a journal's name (None: auto).
+    store_postfix_depth: int | None = None
 
     @property
     def offset_bounds(self) -> tuple[str | dict[str, int] | None, str | dict[str, int]]:
@@ -63,7 +68,9 @@ class ReadOptions:
     def parse(
         cls, options: Mapping[str, str], *, streaming: bool = False, env: Mapping[str, str] | None = None
     ) -> ReadOptions:
-        v = collection_values(options, parse(options, STREAM if streaming else READ, env))
+        v = parse(options, STREAM if streaming else READ, env)
+        check_store_read(v)
+        v = collection_values(options, v)
         journals = tuple(j.strip() for j in (v.get("journals") or "").split(",") if j.strip())
         if bool(journals) == bool(v.get("selector")):
             raise OptionError(
@@ -142,6 +149,7 @@ class ReadOptions:
             control_documents=bool(v.get("collection.controlDocuments")),
             infer_schema=bool(v.get("inferSchema")),
             sampling_bytes=v.get("samplingBytes", DEFAULTS["samplingBytes"]),
+            **store_values(v),
         )
 
 

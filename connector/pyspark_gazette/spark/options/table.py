@@ -414,6 +414,33 @@ OPTIONS: tuple[Option, ...] = (
     ),
     # -- stores ------------------------------------------------------------------------------
     Option(
+        "store.url",
+        "string",
+        None,
+        "Read from this fragment store alone (`s3://`, `gs://`, `azure://`, `file://` URL of a store "
+        "prefix, as in a journal's `fragment.stores`), without any broker: the journals and their "
+        "fragments are planned from one listing of the store, and `broker.address` is neither needed "
+        "nor contacted. Journals are chosen by `journals`, by a `selector` of `name` / `name:prefix` "
+        "terms, or by `collection`; `framing` must be given (the store holds no labels) except for a "
+        "`collection` (ndjson). Only persisted content is read: a read ends where the journal's "
+        "contiguous persisted history ends (docs/store-reads.md).",
+        scopes=READS,
+        example="s3://acme-flow/collection-data/",
+    ),
+    Option(
+        "store.pathPostfixDepth",
+        "int",
+        None,
+        "With `store.url` and a `selector` or `collection`: how many directory levels between a "
+        "journal's name and its fragment files are a path postfix (the journals' "
+        "`fragment.path_postfix_template`, e.g. 2 for `date=.../hour=...`). Default: a journal "
+        "name ends at its last `pivot=` segment (Flow's journals, whose postfix is "
+        "`utc_date=.../utc_hour=...`), else at the directory holding the files. Not needed with "
+        "`journals`, whose names say where they end.",
+        scopes=READS,
+        example="2",
+    ),
+    Option(
         "store.fileRoot",
         "string",
         None,

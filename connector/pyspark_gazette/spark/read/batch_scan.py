@@ -24,10 +24,12 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_gazette.client import JournalClient
+from pyspark_gazette.errors import redact_url
 from pyspark_gazette.flow.labels import name_partitions
 from pyspark_gazette.message import LINES
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.read import pack as pack_module
+from pyspark_gazette.spark.read import store_plan
 from pyspark_gazette.spark.read.arrow_output import is_untyped
 from pyspark_gazette.spark.read.flow import FLOW_COLUMNS, predicate_of
 from pyspark_gazette.spark.read.pack import PackedPartition, pack, read_packed
@@ -75,6 +77,8 @@ class GazetteBatchReader(DataSourceReader):
 
     @plain
     def partitions(self) -> Sequence[InputPartition]:
+        if self.opts.store_url:
+            return self._store_partitions()
         with JournalClient(self.opts.connection.client_config()) as client:
             infos = [
                 i
@@ -92,6 +96,20 @@ class GazetteBatchReader(DataSourceReader):
             sum(p.length for p in packed),
         )
         # Spark needs at least one partition; an empty one reads nothing.
+        return packed or [GazettePartition(0, "", LINES, ())]
+
+    def _store_partitions(self) -> Sequence[InputPartition]:
+        """The partitions of a ``store.url`` read: planned from the store alone, no broker."""
+        parts, ranges = store_plan.plan(self.opts)
+        parts = [p for p in parts if self.pruning.keep_journal(p.journal)]
+        packed = spread(prune(parts, self.pruning), self.opts)
+        log.info(
+            "planned %d partitions over %d journals (%d bytes) from store %s",
+            len(packed),
+            len(ranges),
+            sum(p.length for p in packed),
+            redact_url(self.opts.store_url or ""),
+        )
         return packed or [GazettePartition(0, "", LINES, ())]
 
     @plain

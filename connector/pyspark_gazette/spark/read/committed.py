@@ -222,9 +222,11 @@ class _Quiet(logging.Filter):
 class CommittedFilter:
     """Read-committed: feeds a partition's messages through Gazette's sequencer."""
 
-    def __init__(self, journal: str, framing: Framing, opts: ReadOptions):
+    def __init__(self, journal: str, framing: Framing, opts: ReadOptions, segments: tuple[Segment, ...] = ()):
         self.journal, self.framing, self.opts = journal, framing, opts
         self.sequencer = Sequencer()
+        #: The partition's segments: a ``store.url`` read replays from them (there is no broker).
+        self.segments = segments
 
     def _envelopes(self, msgs: Messages) -> list:
         parts = uuid_parts(msgs.values, self.framing, self.opts.uuid_pointer, self.opts.uuid_field)
@@ -239,8 +241,21 @@ class CommittedFilter:
         return out
 
     def _replay(self, journal: str, begin: int, end: int) -> Iterator:
-        for msgs in segment_messages(Segment(journal, begin, end), self.framing, self.opts):
-            yield from self._envelopes(msgs)
+        for seg in self._replayed(journal, begin, end):
+            for msgs in segment_messages(seg, self.framing, self.opts):
+                yield from self._envelopes(msgs)
+
+    def _replayed(self, journal: str, begin: int, end: int) -> list[Segment]:
+        """The segments a replay of ``[begin, end)`` reads: through the brokers, or for a
+        ``store.url`` read the pieces of the partition's own store segments (every piece begins
+        at a message: ``begin``, or where a fragment ended)."""
+        if not self.opts.store_url:
+            return [Segment(journal, begin, end)]
+        return [
+            dataclasses.replace(s, begin=max(s.begin, begin), end=min(s.end, end), boundary=True)
+            for s in self.segments
+            if s.fragment is not None and s.begin < end and begin < s.end
+        ]
 
     def filter(self, msgs: Messages) -> Messages | None:
         committed = list(self.sequencer.sequence(self._envelopes(msgs), self._replay, include_acks=False))
@@ -253,7 +268,7 @@ class WindowFilter(CommittedFilter):
     nothing is kept, replays are skipped and the sequencer's reports are not logged."""
 
     def __init__(self, part: CommittedStreamPartition, opts: ReadOptions, *, emit: bool = True):
-        super().__init__(part.journal, part.framing, opts)
+        super().__init__(part.journal, part.framing, opts, (*part.replay_segments, *part.segments))
         self.part, self.emit = part, emit
         if part.producers is not None:
             self.sequencer = Sequencer(

@@ -44,7 +44,7 @@ def read_batches(
     one costs more than a one-message piece)."""
     if builder is None:
         builder = output_builder(schema, opts, part.framing, part.truncated_at)
-    committed = CommittedFilter(part.journal, part.framing, opts) if opts.read_committed else None
+    committed = CommittedFilter(part.journal, part.framing, opts, part.segments) if opts.read_committed else None
 
     def messages() -> Iterator[Messages]:
         for msgs in partition_messages(part, opts, content):

@@ -287,6 +287,16 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _journals(self, client) -> list:
         return resolve_journals(client, self.opts.journals, self.opts.selector)
 
+    def _snapshot(self, client, info, *, need: int = 0):
+        """``info``'s snapshot; ``need``: an end the stream planned (the primary is not asked)."""
+        if need:
+            return take_snapshot(client, info, self.opts, need=need, ask_primary=False)
+        return take_snapshot(client, info, self.opts)
+
+    def _settle(self, client, snap, begin: int, end: int):
+        """``snap`` once the holes a route member can still fill in ``[begin, end)`` are settled."""
+        return settle_range(client, snap, begin, end, self.opts)
+
     @staticmethod
     def _write_head(client, journal: str) -> int:
         try:
@@ -356,7 +366,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if (self.opts.starting_offsets or "latest") == "latest":
                     return self._write_head(client, name)
                 return self._earliest(client, name)
-            snap = take_snapshot(client, infos[name], self.opts)
+            snap = self._snapshot(client, infos[name])
             return start_offset(snap, self.opts, default="latest")
 
         return {j: with_created(o, infos[j].create_revision) for j, o in sweep(initial, list(infos)).items()}
@@ -515,8 +525,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         def scan(journal: str):
             stop = offset_of(end[journal])
-            snap = take_snapshot(client, infos[journal], self.opts)
-            snap = settle_range(client, snap, offset_of(origin[journal]), stop, self.opts)
+            snap = self._snapshot(client, infos[journal])
+            snap = self._settle(client, snap, offset_of(origin[journal]), stop)
 
             def pieces(begin: int, until: int):
                 return state_pieces(snap, begin, until, self.opts)
@@ -570,10 +580,10 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 # The planned end was reached: holes below it that a member can still fill, and
                 # that this batch's range touches, are waited for, not skipped.
-                snap = take_snapshot(client, info, self.opts, need=need[journal], ask_primary=False)
+                snap = self._snapshot(client, info, need=need[journal])
             except JournalNotFoundError:
                 return "the journal was deleted"
-            return settle_range(client, snap, begin[journal], need[journal], self.opts)
+            return self._settle(client, snap, begin[journal], need[journal])
 
         need = {j: e for j, _, e in ranges}
         begin = {j: s for j, s, _ in ranges}
