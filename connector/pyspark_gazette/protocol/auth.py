@@ -62,6 +62,7 @@ class _AnyLengthHMAC(HMACAlgorithm):
         return None
 
 
+_ALGORITHM_LIST = list(ALGORITHMS)
 #: A signer and verifier that knows Gazette's algorithms and no other.
 _JWS = jwt.PyJWS(algorithms=[])
 for _name, _digest in zip(ALGORITHMS, (HMACAlgorithm.SHA256, HMACAlgorithm.SHA384)):
@@ -294,18 +295,15 @@ def verify_token(token: str, keys: KeySet, *, leeway: float = LEEWAY) -> Claims:
     """
     if token.count(".") != 2:
         raise TokenError("the token is not a compact JWT (expected three dot-separated parts)")
-    try:
-        alg = _JWS.get_unverified_header(token).get("alg")
-    except jwt.InvalidTokenError:
-        raise TokenError("the token is not a JWT (bad base64url or JSON)") from None
-    if not isinstance(alg, str) or alg not in ALGORITHMS:
-        raise TokenError(f"token algorithm {alg!r} is not allowed (expected HS256 or HS384)")
     for key in keys.keys:
         try:
-            signed = _JWS.decode_complete(token, key, algorithms=list(ALGORITHMS))
+            signed = _JWS.decode_complete(token, key, algorithms=_ALGORITHM_LIST)
             break
         except jwt.InvalidSignatureError:
             continue
+        except jwt.InvalidAlgorithmError:
+            alg = _JWS.get_unverified_header(token).get("alg")
+            raise TokenError(f"token algorithm {alg!r} is not allowed (expected HS256 or HS384)") from None
         except jwt.InvalidTokenError:
             raise TokenError("the token is not a JWT (bad base64url or JSON)") from None
     else:
