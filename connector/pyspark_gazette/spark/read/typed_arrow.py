@@ -232,8 +232,11 @@ def _post(arr: pa.Array, t: DataType, out: pa.DataType) -> tuple[pa.Array, np.nd
         bad[parents] = True
         return res, bad
     if isinstance(t, DecimalType):  # pyarrow does not check the precision.
-        limit = pa.scalar(decimal.Decimal(10) ** (t.precision - t.scale), pa.decimal128(38, t.scale))
-        over = pc.fill_null(pc.greater_equal(pc.abs(arr.cast(pa.decimal128(38, t.scale))), limit), False)
+        # The largest value of the type (precision nines), which decimal128(38, scale) holds even
+        # at precision 38, unlike the first value past it.
+        largest = decimal.Decimal((0, (9,) * t.precision, -t.scale))  # exact, whatever the context
+        limit = pa.scalar(largest, pa.decimal128(38, t.scale))
+        over = pc.fill_null(pc.greater(pc.abs(arr.cast(pa.decimal128(38, t.scale))), limit), False)
         bad = over.to_numpy(zero_copy_only=False)
         if not bad.any():
             return arr.cast(out), None
