@@ -323,8 +323,8 @@ DECIMAL_SCHEMA = StructType(
 _NINES = "9" * 38
 DECIMAL_VALUES = {
     "a": ["12345", '"12345"', _NINES, "-" + _NINES, "1" + "0" * 38, "0.5", "-2.5", "1e37", "1E38", '"1e2"'],
-    "b": ["12345", "1.005", "9" * 36 + ".994", "9" * 36 + ".995", "-0.001", '"-1.5"'],
-    "c": ["0.5", "0." + _NINES, "0." + _NINES + "5", "-0." + "0" * 37 + "5", "1", "0"],
+    "b": ["12345", "1.005", "9" * 36 + ".994", "9" * 36 + ".995", "-0.001", '"-1.5"', "9" * 37, "2" + "0" * 36],
+    "c": ["0.5", "0." + _NINES, "0." + _NINES + "5", "-0." + "0" * 37 + "5", "1", "0", "2995", "9", "-2"],
     "e": ["999.99", "999.994", "999.995", "-999.995", "0.005", '"12.345"'],
 }
 DECIMAL_LINES = [
@@ -337,7 +337,8 @@ DECIMAL_LINES = [
 @pytest.mark.parametrize("beside", ["alone", "malformed", "plain", "together"])
 def test_decimals_at_the_edges_of_their_precision_equal_spark_json(spark, tmp_path, monkeypatch, native, beside):
     """``DECIMAL(38, s)`` (whose bound, 10^(38-s), no 38-digit decimal holds), values of 38
-    digits, values that round past the precision (malformed, as in Spark): each line decoded
+    digits, values that round past the precision (malformed, as in Spark), numbers that scaled
+    up pass 128 bits (pyarrow's reader wraps them: 2995 as ``DECIMAL(38, 38)``): each line decoded
     alone, beside a malformed record, among plain records, and all in one batch, equals
     ``spark.read.json`` of it; none raises."""
     import pyarrow as pa
