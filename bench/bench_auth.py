@@ -99,7 +99,12 @@ def old_verify(token: str, keys: KeySet, leeway: float = auth.LEEWAY) -> auth.Cl
 def payloads(n: int) -> list[dict[str, Any]]:
     now = int(time.time())
     return [
-        {"cap": READ, "sel": selector_to_json(to_selector(f"name:prefix=acme/{i % 50}/")), "iat": now, "exp": now + 3600}
+        {
+            "cap": READ,
+            "sel": selector_to_json(to_selector(f"name:prefix=acme/{i % 50}/")),
+            "iat": now,
+            "exp": now + 3600,
+        }
         for i in range(n)
     ]
 

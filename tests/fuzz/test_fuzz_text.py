@@ -28,8 +28,8 @@ from pyspark.sql.types import (
 )
 
 from pyspark_gazette.broker.specs import validate_journal_name
-from pyspark_gazette.errors import GazetteError, MessageDecodeError
 from pyspark_gazette.client.specs import load_specs, parse_duration
+from pyspark_gazette.errors import GazetteError, MessageDecodeError
 from pyspark_gazette.message.uuids import (
     build_uuid,
     extract_uuid_json,

@@ -355,7 +355,9 @@ def test_decimals_at_the_edges_of_their_precision_equal_spark_json(spark, tmp_pa
         batch = TypedDecoder(DECIMAL_SCHEMA).decode(pa.array([x.encode() for x in DECIMAL_LINES], pa.binary()), {})
         assert batch.to_pylist() == expected
         return
-    others = {"alone": [], "malformed": [b'{"k":"x"}'], "plain": [b'{"k":0,"a":1,"b":2.5,"c":0.25,"e":1}'] * 100}[beside]
+    others = {"alone": [], "malformed": [b'{"k":"x"}'], "plain": [b'{"k":0,"a":1,"b":2.5,"c":0.25,"e":1}'] * 100}[
+        beside
+    ]
     for line, want in zip(DECIMAL_LINES, expected, strict=True):
         batch = TypedDecoder(DECIMAL_SCHEMA).decode(pa.array([line.encode(), *others], pa.binary()), {})
         assert batch.to_pylist()[0] == want, line

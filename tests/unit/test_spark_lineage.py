@@ -80,7 +80,10 @@ SECRET_ADDRESSES = [
 def test_marks_keep_no_user_info_token_or_signature_of_the_broker_address(given, kept):
     """A mark travels with the data (Parquet footers keep it): what the address was given with
     to authenticate stays out, and the same brokers given without it still compare equal."""
-    options = {"broker.address": f"{given},http://b:2", "store.s3.endpoint": "http://key:secretpw@s3:9000/?sig=secretpw"}
+    options = {
+        "broker.address": f"{given},http://b:2",
+        "store.s3.endpoint": "http://key:secretpw@s3:9000/?sig=secretpw",
+    }
     schema = marked(options=options)
     text = schema.json()
     assert "secretpw" not in text and "user" not in text

@@ -65,7 +65,7 @@ class _AnyLengthHMAC(HMACAlgorithm):
 _ALGORITHM_LIST = list(ALGORITHMS)
 #: A signer and verifier that knows Gazette's algorithms and no other.
 _JWS = jwt.PyJWS(algorithms=[])
-for _name, _digest in zip(ALGORITHMS, (HMACAlgorithm.SHA256, HMACAlgorithm.SHA384)):
+for _name, _digest in zip(ALGORITHMS, (HMACAlgorithm.SHA256, HMACAlgorithm.SHA384), strict=True):
     _JWS.register_algorithm(_name, _AnyLengthHMAC(_digest))
 #: PyJWT's claim checks (``exp`` required; ``exp``, ``iat``, ``nbf`` against the clock), run once
 #: :data:`_JWS` has verified the signature.
