@@ -304,3 +304,14 @@ def test_keys_of_any_length_sign_and_verify_as_in_gazette():
     short = base64.b64encode(b"k").decode()
     for alg in auth.ALGORITHMS:
         assert verify_token(mint_token(short, READ, now=NOW, alg=alg), KeySet.parse(short)).capability == READ
+
+
+@pytest.mark.parametrize(
+    "header",
+    [{"alg": "none", "kid": 5}, {"alg": "HS256", "crit": ["exp"]}, {"alg": "HS256", "b64": False, "crit": ["b64"]}],
+    ids=["none-bad-kid", "crit", "unencoded-payload"],
+)
+def test_odd_headers_are_refused_with_our_error(header):
+    """Whatever PyJWT makes of a header, the caller sees a TokenError, never PyJWT's own."""
+    with pytest.raises(TokenError):
+        verify_token(_hand_signed(GOOD, b"secret-key-one", header=header), KeySet.parse(KEY))

@@ -286,6 +286,14 @@ def _numeric_date(payload: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
+def _alg(token: str) -> Any:
+    """The ``alg`` a token's header names (None when it names none or cannot be read)."""
+    try:
+        return _JWS.get_unverified_header(token).get("alg")
+    except jwt.InvalidTokenError:
+        return None
+
+
 def verify_token(token: str, keys: KeySet, *, leeway: float = LEEWAY) -> Claims:
     """Verify a compact JWT with ``keys`` and return its :class:`Claims`.
 
@@ -302,8 +310,7 @@ def verify_token(token: str, keys: KeySet, *, leeway: float = LEEWAY) -> Claims:
         except jwt.InvalidSignatureError:
             continue
         except jwt.InvalidAlgorithmError:
-            alg = _JWS.get_unverified_header(token).get("alg")
-            raise TokenError(f"token algorithm {alg!r} is not allowed (expected HS256 or HS384)") from None
+            raise TokenError(f"token algorithm {_alg(token)!r} is not allowed (expected HS256 or HS384)") from None
         except jwt.InvalidTokenError:
             raise TokenError("the token is not a JWT (bad base64url or JSON)") from None
     else:
