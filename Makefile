@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart test bench-kafka fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
+.PHONY: help quickstart wheels test bench-kafka fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -84,15 +84,20 @@ gazette-flow: $(FLOW_STAMP)  ## build the Gazette commit Estuary Flow pins (gaze
 
 # Gazette's main branch: tests/peers/gazette-main/go.mod pins a commit of it by pseudo-version; its
 # gazette and gazctl go into .bin/gazette-main/ and the tests run against them with
-# GAZETTE_PEER=main. The module proxy serves go.gazette.dev/core only at some versions, and not (yet)
-# at that pseudo-version (403 "not available"): until it does, build from a checkout of Gazette at
-# the pinned commit, `make gazette-main GAZETTE_MAIN_SRC=path/to/gazette-core` (its own go.mod; its
-# dependencies come from the module proxy). Nothing of Gazette's source is kept here.
+# GAZETTE_PEER=main. The Go module proxy does not serve go.gazette.dev/core at any commit after
+# v0.103.0 (403 "not available"), so the build takes Gazette's source at that commit from a tarball,
+# GAZETTE_MAIN_TARBALL (gazette-core/ at its top, no .git), checked against GAZETTE_MAIN_SHA256,
+# unpacked into .build/gazette-main/ (removed after the build) and built there with Gazette's own
+# go.mod (its dependencies come from the module proxy). GAZETTE_MAIN_SRC=DIR builds from a git
+# checkout of Gazette at the pinned commit instead. A new pin in go.mod needs a new tarball and sum.
 MAIN_PEER := tests/peers/gazette-main
 MAIN_COMMIT := $(shell sed -n 's/^require go.gazette.dev\/core v[^ ]*-\([0-9a-f]\{12\}\)$$/\1/p' $(MAIN_PEER)/go.mod)
-MAIN_SOURCES := $(MAIN_PEER)/go.mod $(wildcard $(MAIN_PEER)/go.sum) $(MAIN_PEER)/tools.go $(MAIN_PEER)/main.go
-MAIN_STAMP := $(BIN)/gazette-main/.stamp-$(shell cat $(MAIN_SOURCES) 2>/dev/null | sha1sum | cut -c1-12)
+GAZETTE_MAIN_TARBALL ?= $(CURDIR)/../shared/gazette-main/gazette-core-$(shell printf %.7s "$(MAIN_COMMIT)").tar.gz
+GAZETTE_MAIN_SHA256 := 8d81d4c92deb8fe82a391798ade1086fb945c04856a6e9aeed43719530787c1d
 GAZETTE_MAIN_SRC ?=
+MAIN_BUILD := .build/gazette-main
+MAIN_SOURCES := $(MAIN_PEER)/go.mod $(wildcard $(MAIN_PEER)/go.sum) $(MAIN_PEER)/tools.go $(MAIN_PEER)/main.go
+MAIN_STAMP := $(BIN)/gazette-main/.stamp-$(shell (cat $(MAIN_SOURCES); echo $(GAZETTE_MAIN_SHA256)) 2>/dev/null | sha1sum | cut -c1-12)
 
 $(MAIN_STAMP): $(MAIN_SOURCES)
 	@mkdir -p $(BIN)/gazette-main
@@ -101,8 +106,13 @@ ifneq ($(GAZETTE_MAIN_SRC),)
 		*) echo "GAZETTE_MAIN_SRC is at $$head; $(MAIN_PEER)/go.mod pins $(MAIN_COMMIT)" >&2; exit 1 ;; esac
 	cd "$(GAZETTE_MAIN_SRC)" && CGO_ENABLED=1 GOBIN=$(BIN)/gazette-main $(GO) install ./cmd/gazette ./cmd/gazctl
 else
-	cd $(MAIN_PEER) && CGO_ENABLED=1 GOBIN=$(BIN)/gazette-main $(GO) install -mod=mod go.gazette.dev/core/cmd/gazette go.gazette.dev/core/cmd/gazctl \
-		|| { echo "gazette-main: the module proxy did not serve go.gazette.dev/core at $(MAIN_COMMIT); build from a checkout of that commit: make gazette-main GAZETTE_MAIN_SRC=DIR" >&2; exit 1; }
+	@[ -f "$(GAZETTE_MAIN_TARBALL)" ] || { echo "gazette-main: $(GAZETTE_MAIN_TARBALL) not found: Gazette's source at $(MAIN_COMMIT) as a tarball (make gazette-main GAZETTE_MAIN_TARBALL=FILE), or a git checkout of it (GAZETTE_MAIN_SRC=DIR)" >&2; exit 1; }
+	@sum=$$(sha256sum < "$(GAZETTE_MAIN_TARBALL)" | cut -c1-64); [ "$$sum" = "$(GAZETTE_MAIN_SHA256)" ] || \
+		{ echo "gazette-main: $(GAZETTE_MAIN_TARBALL) has sha256 $$sum, expected $(GAZETTE_MAIN_SHA256) (Gazette's source at $(MAIN_COMMIT)); not building from it" >&2; exit 1; }
+	rm -rf $(MAIN_BUILD) && mkdir -p $(MAIN_BUILD)
+	tar -xzf "$(GAZETTE_MAIN_TARBALL)" -C $(MAIN_BUILD) --no-same-owner
+	cd $(MAIN_BUILD)/gazette-core && CGO_ENABLED=1 GOBIN=$(BIN)/gazette-main $(GO) install -buildvcs=false ./cmd/gazette ./cmd/gazctl
+	chmod -R u+w $(MAIN_BUILD) && rm -rf $(MAIN_BUILD) && rmdir --ignore-fail-on-non-empty .build
 endif
 	rm -f $(BIN)/gazette-main/.stamp-* && touch $@
 
@@ -255,7 +265,8 @@ fuzz-native: $(STAMP)  ## fuzz the C scanner and joiner against Python under ASa
 		timeout $(FUZZ_NATIVE_SECONDS) $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
 
 # The C extension's sources compiled with warnings as errors (the normal install adds no warning
-# flags), twice: as setup.py builds them, and with GZ_NO_INT128 (the path of compilers without
+# flags), three times: against the full C API (a build on CPython 3.10), as setup.py builds them
+# on 3.11+ (the limited API: abi3), and with GZ_NO_INT128 (the path of compilers without
 # unsigned __int128). The second build goes into a temporary copy of the package, and the unit
 # tests of the scanner and joiner and a short differential fuzz run against it. Nothing is installed.
 NATIVE_WARN := -std=c99 -Wall -Wextra -Wconversion -Wshadow -Werror
@@ -267,11 +278,27 @@ native-strict: $(STAMP)  ## compile the C extension with -Werror (and its no-__i
 	inc=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
 	suffix=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))'); \
 	cc=$${CC:-cc}; \
-	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -I"$$inc" $(NATIVE_SRC) -o "$$tmp/with-int128.so"; \
-	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -DGZ_NO_INT128 -I"$$inc" $(NATIVE_SRC) -o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
+	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -I"$$inc" $(NATIVE_SRC) -o "$$tmp/full-api.so"; \
+	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -DPy_LIMITED_API=0x030B0000 -I"$$inc" $(NATIVE_SRC) -o "$$tmp/with-int128.so"; \
+	$$cc -shared -fPIC -O2 $(NATIVE_WARN) -DPy_LIMITED_API=0x030B0000 -DGZ_NO_INT128 -I"$$inc" $(NATIVE_SRC) -o "$$tmp/pyspark_gazette/_jsonscan$$suffix"; \
 	PYTHONPATH="$$tmp" $(PY) -c 'import sys, pyspark_gazette._jsonscan as m; print("testing", m.__file__); sys.exit(not m.__file__.startswith(sys.argv[1]))' "$$tmp"; \
 	PYTHONPATH="$$tmp" $(PY) -m pytest -q -p no:randomly -p no:cacheprovider $(NATIVE_TESTS); \
 	PYTHONPATH="$$tmp" GAZETTE_FUZZ_NATIVE_EXAMPLES=200 GAZETTE_FUZZ_REPORT="$$tmp/report.json" $(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/fuzz/test_fuzz_native.py
+
+# The wheels users install (docs/getting-started.md, "Installing"), into dist/: the pure one
+# (PYSPARK_GAZETTE_NATIVE_BUILD=0: py3-none-any, every platform and Python, the Python engines)
+# and the native one with the C scanner (cp311-abi3-<platform>: CPython 3.11+ on this platform;
+# built by a 3.10 $(PYTHON), for that Python only). Each is built from a clean build/ directory.
+WHEEL_VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+
+wheels: | $(VENV)/bin/python  ## build the pure wheel and the native (C scanner) wheel into dist/
+	@mkdir -p dist
+	rm -rf build dist/pyspark_gazette-$(WHEEL_VERSION)-*.whl
+	PYSPARK_GAZETTE_NATIVE_BUILD=0 $(PY) -m pip wheel --no-deps --progress-bar off -q -w dist .
+	rm -rf build
+	$(PY) -m pip wheel --no-deps --progress-bar off -q -w dist .
+	rm -rf build
+	@ls -1 dist/pyspark_gazette-$(WHEEL_VERSION)-*.whl
 
 lint: $(STAMP)  ## ruff lint + format check, mypy on the package
 	$(VENV)/bin/ruff check connector tests tools bench notebooks
@@ -300,4 +327,4 @@ docs-serve: $(STAMP)  ## serve the docs with live reload on http://127.0.0.1:800
 	$(PY) -m mkdocs serve
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .tools .ci-cache .ci-logs
+	rm -rf $(VENV) $(OLD_VENV) .pytest_cache .ruff_cache .mypy_cache .gazette .bin .build .tools .ci-cache .ci-logs

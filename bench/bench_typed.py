@@ -6,7 +6,8 @@ Every contender gets the same click-event ndjson lines (ids, strings, an ISO-860
 string, doubles, a nested struct, an array) in the same run, as ``pa.BinaryArray`` batches of
 ``--batch`` messages like the executor read path hands them over, and reports rows/s and MB/s
 (best of ``--repeat``). ``--bad N`` makes every Nth record malformed (a type mismatch) to price
-the fallback. With ``--spark``, ``spark.read.schema(s).json(file)`` on the same bytes
+the fallback. Where the C scanner is built, ``TypedDecoder`` also runs on the Python engines
+(the scanner turned off, as the pure wheel reads), in the same run. With ``--spark``, ``spark.read.schema(s).json(file)`` on the same bytes
 (written to a temp file, read into a no-op sink on local[1]) is timed too.
 """
 
@@ -30,6 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pyspark_gazette.native import NATIVE_ENV, extension
 from pyspark_gazette.spark.read.typed import TypedDecoder
 
 SCHEMA = StructType(
@@ -71,6 +73,21 @@ def batches(lines: list[bytes], size: int) -> list[pa.Array]:
 
 def typed(parts: list[pa.Array]) -> int:
     dec = TypedDecoder(SCHEMA)
+    return sum(b.num_rows for p in parts if (b := dec.decode(p, {})) is not None)
+
+
+def typed_pure(parts: list[pa.Array]) -> int:
+    """``typed`` on the Python engines (pyarrow's JSON reader and Spark's rules), as the pure
+    wheel (``py3-none-any``, no C scanner) reads: the scanner turned off by its variable."""
+    before = os.environ.get(NATIVE_ENV)
+    os.environ[NATIVE_ENV] = "0"
+    try:
+        dec = TypedDecoder(SCHEMA)
+    finally:
+        if before is None:
+            del os.environ[NATIVE_ENV]
+        else:
+            os.environ[NATIVE_ENV] = before
     return sum(b.num_rows for p in parts if (b := dec.decode(p, {})) is not None)
 
 
@@ -135,6 +152,9 @@ def main() -> None:
     print(f"{args.rows} click events, {nbytes / 1e6:.1f} MB, batches of {args.batch}, bad every {args.bad or '-'}")
     base = run("json.loads per row", json_loads, parts, args.rows, nbytes, args.repeat)
     ours = run("TypedDecoder.decode", typed, parts, args.rows, nbytes, args.repeat)
+    if extension() is not None:
+        pure = run("  Python engines (pure wheel)", typed_pure, parts, args.rows, nbytes, args.repeat)
+        print(f"C scanner vs the Python engines (what the pure wheel costs): {pure / ours:.1f}x")
     small = max(1, len(parts) // 10)
     sub_rows = sum(len(p) for p in parts[:small])
     run("per-record rules (fallback)", per_record, parts[:small], sub_rows, nbytes * sub_rows // args.rows, 1)

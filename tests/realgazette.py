@@ -38,7 +38,7 @@ PEERS = {
     "main": (
         "v0.103.1-0.20260722193110-e54beb5c6e64",
         ROOT / ".bin" / "gazette-main",
-        "make gazette-main GAZETTE_MAIN_SRC=<a checkout of Gazette at e54beb5>",
+        "make gazette-main",
     ),
 }
 PEER = os.environ.get("GAZETTE_PEER", "release")

@@ -8,6 +8,7 @@
     pyspark-gazette journals read -j JOURNAL [--offset N] [--block]
     pyspark-gazette journals fragments -j JOURNAL [--signed]
     pyspark-gazette journals lag --checkpoint DIR               # a stream's backlog per journal
+    pyspark-gazette doctor [-j JOURNAL] [-o KEY=VALUE] [--spark] # check a set-up as Spark will run it
 
 The broker address comes from ``--broker.address``, else the ``BROKER_ADDRESS`` environment
 variable (as Gazette's own tooling does), else ``http://localhost:8080``. A bearer token comes
@@ -46,10 +47,13 @@ from pyspark_gazette.protocol.auth import mint_token
 from pyspark_gazette.protocol.durations import parse_duration
 from pyspark_gazette.protocol.specs import spec_problems
 from pyspark_gazette.quickstart import packaged_specs, run_quickstart
+from pyspark_gazette.spark.options.table import BY_KEY
 
 DEFAULT_ADDRESS = "http://localhost:8080"
 #: ``--broker.timeout`` when not given: long enough for a broker restart or a route change (an
 #: address where nothing ever answered fails sooner, by List's rule: ``Connections.unreachable``).
+#: Shorter on purpose than the Spark option's default (5m): a person waits at the terminal, while a
+#: Spark task failing would fail its whole job. The help says both.
 DEFAULT_BROKER_TIMEOUT = "1m"
 
 
@@ -134,7 +138,8 @@ def _add_broker_flags(p: argparse.ArgumentParser) -> None:
         dest="broker_timeout",
         default=DEFAULT_BROKER_TIMEOUT,
         help="how long to keep retrying while no broker answers (a broker down or restarting), e.g. 30s, 5m; "
-        "then exit 1 (0 = forever; default %(default)s, as the Spark option broker.timeout); an address where "
+        "then exit 1 (0 = forever; default %(default)s; the Spark option broker.timeout means the same for a task "
+        f"and defaults to {BY_KEY['broker.timeout'].default}); an address where "
         "nothing has answered yet fails after about 7s",
     )
 
@@ -235,6 +240,27 @@ def cmd_fragments(args: argparse.Namespace) -> int:
         )
     _table(rows)
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from pyspark_gazette import doctor
+
+    options: dict[str, str] = {}
+    for item in args.options or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInputError(f"-o {item!r}: give KEY=VALUE, e.g. -o store.s3.endpoint=http://minio:9000")
+        options[key.strip()] = value
+    if args.broker_address:
+        options["broker.address"] = args.broker_address
+    token = _token(args)
+    if token:
+        options["broker.authToken"] = token
+    if args.file_root:
+        options["store.fileRoot"] = args.file_root
+    options.setdefault("broker.timeout", args.broker_timeout)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each line as its check ends
+    return doctor.run(options, args.journal, spark=args.spark)
 
 
 def checkpoint_offsets(checkpoint: str, source: int = 0) -> tuple[int, dict[str, int]]:
@@ -419,6 +445,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True, help="the query's checkpointLocation (a local path)")
     p.add_argument("--source", type=int, default=0, help="which source of the query, in plan order (default 0)")
     p.set_defaults(func=cmd_lag)
+
+    d = sub.add_parser(
+        "doctor",
+        help="check this set-up as Spark will run it: the workers' Python, Java, the broker, a journal, "
+        "its store (direct reads), the C scanner",
+        description="Check this set-up as Spark will run the connector: the Python Spark's workers will start "
+        "(PYSPARK_PYTHON, else python3 from the PATH) imports the package, Java is 17+, the broker answers (with the "
+        "auth given), a journal is listed, one persisted fragment of it can be read from its store from this "
+        "machine, the C scanner is built. One line a check: ok, warn, or FAIL and what to do; exit 1 if a check "
+        "failed.",
+    )
+    _add_broker_flags(d)
+    d.set_defaults(journals_command="doctor", func=cmd_doctor)
+    d.add_argument("-j", "--journal", help="the journal to check (default: the first the broker lists)")
+    d.add_argument(
+        "-o",
+        "--option",
+        dest="options",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a read option as given to Spark (e.g. -o store.s3.endpoint=http://minio:9000); repeatable",
+    )
+    d.add_argument(
+        "--spark",
+        action="store_true",
+        help="also read one row of the journal through a local Spark session (slower: starts a JVM)",
+    )
 
     p = jsub.add_parser("fragments", help="list a journal's fragments")
     _add_broker_flags(p)

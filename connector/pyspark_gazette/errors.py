@@ -88,6 +88,20 @@ class NotAllowedError(StatusError):
     status, status_name = 10, "NOT_ALLOWED"
 
 
+class JournalReadOnlyError(GazetteError):
+    """A write planned to a journal whose spec's flags forbid appends (``O_RDONLY``): raised
+    before anything is appended, where the broker would answer NOT_ALLOWED to each Append."""
+
+    def __init__(self, journal: str, flags: int):
+        self.journal = journal
+        self.flags = flags
+        super().__init__(
+            f"journal {journal!r} is read-only (its spec's flags are O_RDONLY), so nothing can be appended to it: "
+            f"set its flags to O_RDWR (`gazctl journals edit -l name={journal}`, or `pyspark-gazette journals "
+            f"apply` of its spec with `flags: O_RDWR`) or write to another journal"
+        )
+
+
 class WrongAppendOffsetError(StatusError):
     status, status_name = 11, "WRONG_APPEND_OFFSET"
 
@@ -423,6 +437,21 @@ class DataLossError(GazetteError):
 
     def __init__(self, message: str, *, journal: str = "", begin: int = -1, end: int = -1):
         self.journal, self.begin, self.end = journal, begin, end
+        super().__init__(message)
+
+
+class HoleInFlightError(GazetteError):
+    """Offsets of a planned range that no fragment covers yet and that cannot be judged lost: the
+    fragment after them was persisted less than ``holeAgeThreshold`` ago (a fragment upload may
+    still be in flight after a broker hand-off), or a route member or the store did not answer.
+    Raised by a batch read once it has waited ``broker.timeout`` for them; not data loss
+    (``failOnDataLoss`` does not apply). The message names the journal, the offsets, the wait
+    and what to do."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, journal: str = "", holes: Sequence[tuple[int, int]] = (), waited: float = 0.0):
+        self.journal, self.holes, self.waited = journal, tuple(holes), waited
         super().__init__(message)
 
 

@@ -8,13 +8,31 @@ environment, both take their pure-Python paths, which give the same results.
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
 from types import ModuleType
 
+#: Why the built extension did not load (a wheel built against another glibc or another CPython
+#: ABI, say), or ``None``: it loaded, or is not built at all (the pure wheel). Reads and writes go
+#: on with the Python engines either way; ``pyspark-gazette doctor`` reports it.
+LOAD_ERROR: str | None = None
+
 try:
-    from pyspark_gazette import _jsonscan as module
-except ImportError:  # pragma: no cover - installs without a C compiler
-    module = None  # type: ignore[assignment]
+    module: ModuleType | None = importlib.import_module("pyspark_gazette._jsonscan")
+except ImportError as exc:
+    module = None
+    if not (isinstance(exc, ModuleNotFoundError) and exc.name == "pyspark_gazette._jsonscan"):
+        LOAD_ERROR = f"{type(exc).__name__}: {exc}"
+except OSError as exc:  # pragma: no cover - a loader error CPython does not turn into ImportError
+    module = None
+    LOAD_ERROR = f"{type(exc).__name__}: {exc}"
+if LOAD_ERROR is not None:
+    logging.getLogger(__name__).warning(
+        "pyspark-gazette: the C scanner (pyspark_gazette._jsonscan) is installed but did not load "
+        "(%s); using the Python engines, which give the same results, slower",
+        LOAD_ERROR,
+    )
 
 #: The kinds of the scanner's plan (``K_*`` in _native/common.h), as the Python side's fallback:
 #: where the extension is built, :data:`SCAN_KINDS` is its own ``SCAN_KINDS`` (a unit test holds
@@ -56,3 +74,8 @@ NATIVE_ENV = "PYSPARK_GAZETTE_NATIVE_JSON"
 def extension() -> ModuleType | None:
     """The extension module, or ``None`` when it is not built or turned off by :data:`NATIVE_ENV`."""
     return module if module is not None and os.environ.get(NATIVE_ENV, "1") != "0" else None
+
+
+def engine() -> str:
+    """``"native"`` where typed reads and JSON writes use the C extension, else ``"pure"``."""
+    return "native" if extension() is not None else "pure"

@@ -20,7 +20,7 @@ still a no-op unless a test armed it:
   the offsets (the failover tests kill brokers or etcd exactly then): ``read``, an executor's
   broker Read after its first content (:func:`arm_read_hold` / :func:`read_hold`); ``heads``,
   stream planning's write-head Read, addressed and not yet sent; ``append``, an Append whose
-  content gRPC has taken, before its commit.
+  content gRPC has taken, before its commit; ``commit``, a write's commit on the driver.
 """
 
 from __future__ import annotations
@@ -202,8 +202,10 @@ def disarm_hold(kind: str, journal: str) -> None:
 #: Where :func:`rpc_hold` is called: ``read`` (an executor's broker Read after its first content,
 #: its RPC open: spark/read/segments.py), ``heads`` (stream planning's write-head sweep, its Read
 #: addressed to a broker and not yet sent: client/heads.py) and ``append`` (an Append with all
-#: its content handed to gRPC and its commit chunk not yet sent, its RPC open: client/appender.py).
-HOLD_KINDS = ("read", "heads", "append")
+#: its content handed to gRPC and its commit chunk not yet sent, its RPC open: client/appender.py)
+#: and ``commit`` (a write's commit on the driver, its tasks done, before its client's first call:
+#: the transactional write's acknowledgements and the sink's check, spark/write/).
+HOLD_KINDS = ("read", "heads", "append", "commit")
 
 
 def hold_armed(kind: str, journal: str) -> bool:

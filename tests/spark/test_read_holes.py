@@ -1,19 +1,19 @@
-"""Holes in a journal's fragment listing (client/settle.py): a transient hole, one the broker has
-not listed yet, is waited out by batch and stream planning; a hole Gazette itself treats as gone
-(the next fragment persisted more than 6 hours ago) is data loss at once. And a list of broker
-addresses: planning, streams and sinks go on when the first address is dead.
+"""Holes in a journal's fragment listing (client/settle.py): a fragment the store holds and no
+broker lists yet (as after a failover) is read from the store at once, by batch and stream
+planning; a hole Gazette itself treats as gone (the next fragment persisted more than 6 hours
+ago) is data loss at once. And a list of broker addresses: planning, streams and sinks go on
+when the first address is dead.
 
-A transient hole is made on the embedded broker by moving a persisted fragment's file aside,
-re-listing the store (the index drops it) and putting the file back: the store holds it, the
-broker has not listed it yet, as after a failover. The test waits for the planner's marker
-(testing.arm_settle_wait) before re-listing, so the read provably started while the hole was
-open. A fragment file deleted from the store is the other case: tests/spark/test_read_deleted_fragment.py.
+The store-only fragment is made on the embedded broker by moving a persisted fragment's file
+aside, re-listing the store (the index drops it) and putting the file back: the store holds it,
+the broker does not list it. A fragment whose upload is still in flight (a hole with a young
+fragment after it): tests/spark/test_read_holes_age.py. A fragment file deleted from the store:
+tests/spark/test_read_deleted_fragment.py.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 
@@ -39,46 +39,20 @@ def _open_hole(client, broker, journal, *, back: bool = True):
     return mid, path
 
 
-def _wait_marker(marker: str, thread: threading.Thread, timeout: float = 300) -> str:
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(marker):  # written by a Spark Python worker: no event to share
-        assert thread.is_alive(), "the read ended without waiting on the hole"
-        assert time.monotonic() < deadline, "planning never waited on the hole"
-        time.sleep(0.05)
-    with open(marker) as f:
-        return f.read()
-
-
-def _in_thread(fn):
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, out
-
-
-def test_batch_read_waits_out_a_transient_hole(spark, broker, client, create_journal):
+def test_a_fragment_only_the_store_holds_is_read_from_it_at_once(spark, broker, client, create_journal):
+    """Even with ``directReads=false``: no broker serves it yet."""
     journal = f"holes/batch-{uuid.uuid4().hex[:6]}"
     create_journal(journal, length=1024, refresh_seconds=3600)
     expected = fill(client, broker, journal, batches=8, per_batch=20)
-    mid, _ = _open_hole(client, broker, journal)
+    _open_hole(client, broker, journal)
     marker = testing.arm_settle_wait(journal)
     try:
-        t, out = _in_thread(lambda: reader(spark, broker, journals=journal, directReads="false").load().collect())
-        text = _wait_marker(marker, t)
-        assert f"[{mid.begin}, {mid.end})" in text  # the planner waited on exactly that hole
-        broker.refresh(journal)
-        t.join(120)
-        assert not t.is_alive() and "error" not in out, out.get("error")
+        for direct in ("true", "false"):
+            rows = reader(spark, broker, journals=journal, directReads=direct).load().collect()
+            assert sorted(r.offset for r in rows) == [o for o, _ in expected], direct  # nothing skipped
+        assert not os.path.exists(marker)  # and no wait
     finally:
         testing.disarm_settle_wait(journal)
-    assert sorted(r.offset for r in out["value"]) == [o for o, _ in expected]  # nothing skipped
 
 
 @pytest.mark.parametrize("fail", [True, False])
@@ -105,11 +79,11 @@ def test_a_hole_gazette_would_jump_is_data_loss_at_once(spark, broker, client, c
         testing.disarm_settle_wait(journal)
 
 
-def test_stream_waits_out_a_transient_hole(spark, broker, client, create_journal, tmp_path):
+def test_a_stream_reads_a_fragment_only_the_store_holds_at_once(spark, broker, client, create_journal, tmp_path):
     journal = f"holes/stream-{uuid.uuid4().hex[:6]}"
     create_journal(journal, length=1024, refresh_seconds=3600)
     expected = fill(client, broker, journal, batches=8, per_batch=20)
-    mid, _ = _open_hole(client, broker, journal)
+    _open_hole(client, broker, journal)
     marker = testing.arm_settle_wait(journal)
     name = "holes_" + uuid.uuid4().hex[:6]
     try:
@@ -128,18 +102,9 @@ def test_stream_waits_out_a_transient_hole(spark, broker, client, create_journal
             .trigger(availableNow=True)
             .start()
         )
-        seen: dict = {}
-
-        def fill_hole() -> None:  # once planning waits on the hole, put the fragment back
-            seen["text"] = _wait_marker(marker, threading.current_thread(), timeout=300)
-            broker.refresh(journal)
-
-        filler = threading.Thread(target=fill_hole, daemon=True)
-        filler.start()
         q.awaitTermination(400)
-        filler.join(10)
         assert q.exception() is None, q.exception()
-        assert f"[{mid.begin}, {mid.end})" in seen["text"]  # the planner waited on exactly that hole
+        assert not os.path.exists(marker)  # never held at the hole
     finally:
         testing.disarm_settle_wait(journal)
     got = sorted(r.offset for r in spark.sql(f"SELECT offset FROM {name}").collect())

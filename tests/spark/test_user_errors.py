@@ -194,3 +194,60 @@ def test_a_table_with_a_column_list_says_what_to_write_instead(spark, broker, cl
         assert sorted(r.value for r in rows) == ['{"n": 1}', '{"n": 2}']
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {t}")
+
+
+READ_ONLY = "journal 'errors/readonly' is read-only (its spec's flags are O_RDONLY), so nothing can be appended to it"
+
+
+@pytest.fixture
+def readonly(create_journal, client):
+    from pyspark_gazette.protocol.specs import O_RDONLY
+
+    create_journal("errors/readonly", flags=O_RDONLY)
+    return "errors/readonly"
+
+
+@pytest.mark.both_brokers
+def test_a_write_to_a_read_only_journal_fails_at_planning_in_one_sentence(spark, broker, client, readonly):
+    """The journal option names a journal whose spec has O_RDONLY: the driver says so, and how to
+    change it, before any task appends (where Gazette answers NOT_ALLOWED to each Append)."""
+    df = spark.createDataFrame([("a",), ("b",)], "value string")
+    with pytest.raises(SPARK_ERRORS) as ei:
+        df.write.format("gazette").mode("append").option("broker.address", broker.address).option(
+            "journal", readonly
+        ).save()
+    our_sentence_is_last(ei.value, READ_ONLY)
+    assert "set its flags to O_RDWR (`gazctl journals edit -l name=errors/readonly`" in str(ei.value)
+    assert "NOT_ALLOWED" not in str(ei.value) and "Append failed" not in str(ei.value)
+    assert client.read_all(readonly) == b""
+
+
+def test_a_write_routed_to_a_read_only_journal_by_its_column_fails_in_one_sentence(spark, broker, client, readonly):
+    """Without the journal option the target journals are known only in the tasks: a task checks
+    a journal's spec before its first append to it."""
+    df = spark.createDataFrame([(readonly, "a"), (readonly, "b")], "journal string, value string").coalesce(1)
+    with pytest.raises(SPARK_ERRORS) as ei:
+        df.write.format("gazette").mode("append").option("broker.address", broker.address).save()
+    our_sentence_is_last(ei.value, READ_ONLY)
+    assert client.read_all(readonly) == b""
+
+
+def test_a_stream_to_a_read_only_journal_fails_at_its_start_in_one_sentence(spark, broker, client, readonly, tmp_path):
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 1)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value")
+        .writeStream.format("gazette")
+        .option("broker.address", broker.address)
+        .option("journal", readonly)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .start()
+    )
+    try:
+        with pytest.raises(SPARK_ERRORS) as ei:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    assert READ_ONLY in str(ei.value)
+    assert client.read_all(readonly) == b""

@@ -159,3 +159,65 @@ def test_a_spark_tasks_client_waits_for_brokers_down_as_for_a_restart():
     assert task.unreachable("Read", refused, CONNECT_ATTEMPTS + 5, time.monotonic() - 60) is None
     planner = Connections(opts.connection.client_config())
     assert planner.unreachable("List", refused, CONNECT_ATTEMPTS - 1, time.monotonic()) is not None
+
+
+def _header(revision: int, cluster_id: int = 7) -> pb.Header:
+    return pb.Header(etcd=pb.Header.Etcd(cluster_id=cluster_id, member_id=3, revision=revision, raft_term=2))
+
+
+def test_the_remembered_etcd_revision_is_forgotten_only_when_the_cluster_says_it_went_back(caplog):
+    """Headers raise the revision Reads and Appends ask for. A lower one of the same cluster
+    (a broker lagging) keeps it, but leaves it to be checked before it is asked for again, until
+    a header reaches it; another cluster id, or an Apply committed below it, forgets it at once
+    with a WARNING naming the revision and the reason."""
+    conns = Connections(ClientConfig("http://127.0.0.1:1"))
+    conns.saw_header(_header(40))
+    conns.saw_header(_header(38))
+    assert conns.etcd_revision == 40 and conns.etcd_cluster_id == 7 and conns._revision_doubtful()
+    conns.saw_header(_header(40))
+    assert not conns._revision_doubtful() and conns.min_etcd_revision("a/journal") == 40
+    assert not caplog.records
+
+    conns.saw_header(_header(5, cluster_id=9))
+    assert conns.etcd_revision == 5 and conns.etcd_cluster_id == 9 and not conns._revision_doubtful()
+    (record,) = caplog.records
+    assert record.levelname == "WARNING" and "Etcd revision 40 " in record.getMessage()
+    assert "another Etcd cluster (cluster id 9, was 7" in record.getMessage()
+
+    conns.saw_header(_header(30, cluster_id=9))
+    conns.saw_header(_header(12, cluster_id=9), transaction=True)
+    assert conns.etcd_revision == 12 and not conns._revision_doubtful()
+    assert "Etcd revision 30 " in caplog.records[-1].getMessage()
+    assert "committed an Apply at revision 12" in caplog.records[-1].getMessage()
+    conns.saw_header(_header(13, cluster_id=9), transaction=True)  # moving on: nothing to say
+    assert conns.etcd_revision == 13 and len(caplog.records) == 2
+
+
+def test_a_check_of_the_etcd_revision_that_learns_nothing_asks_for_none_and_is_not_repeated_at_once():
+    """When the check before a Read or Append fails (here UNAVAILABLE; a token without the LIST
+    capability is refused alike), the call asks for no revision, and so do the calls after it
+    without checking again, until a header confirms the revision."""
+    import grpc
+
+    class Refused(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.UNAVAILABLE
+
+    lists = []
+
+    class Stub:
+        def List(self, request, **kwargs):  # noqa: N802 - the RPC's name
+            lists.append(request)
+            raise Refused()
+
+    conns = Connections(ClientConfig("http://127.0.0.1:1"))
+    conns.stub = lambda endpoint=None: Stub()  # type: ignore[method-assign]
+    conns.saw_header(_header(40))
+    conns.saw_header(_header(39))
+    assert conns.min_etcd_revision("a/journal") == 0 and conns.read_request("a/journal").min_etcd_revision == 0
+    (asked,) = lists
+    assert asked.watch_resume.etcd.revision == 39 and asked.watch_resume.etcd.cluster_id == 7
+    assert [label.value for label in asked.selector.include.labels] == ["a/journal"]
+    assert conns.etcd_revision == 40  # not forgotten: nothing was learned
+    conns.saw_header(_header(41))
+    assert conns.min_etcd_revision("a/journal") == 41 and len(lists) == 1

@@ -32,13 +32,39 @@ def test_merged_listings_drop_duplicates_and_fill_holes():
     assert holes(merged, 300) == []
 
 
-def test_only_a_hole_before_a_long_persisted_fragment_is_gone():
+def test_a_hole_is_gone_as_gazette_judges_it_by_the_age_of_the_fragment_after_it():
     now = time.time()
     old, recent = int(now - HOLE_JUMP_AGE - 60), int(now - 60)
     assert is_gone((100, 200), [frag(0, 100, recent), frag(200, 300, old)], now)
-    assert not is_gone((100, 200), [frag(0, 100, old), frag(200, 300, recent)], now)  # maybe not listed yet
+    assert not is_gone((100, 200), [frag(0, 100, old), frag(200, 300, recent)], now)  # maybe still uploading
     assert not is_gone((100, 200), [frag(0, 100, old), frag(200, 300, 0)], now)  # a spool follows: a replica's gap
     assert not is_gone((100, 200), [frag(0, 100, old)], now)  # the tail: below the primary's head
+    assert is_gone((0, 200), [frag(200, 300, recent)], now)  # before every fragment: pruned
+    assert not is_gone((0, 200), [frag(200, 300, 0)], now)  # ... but only before a persisted one
+    # The threshold is the caller's (holeAgeThreshold): the age decides, from exactly the threshold on.
+    assert is_gone((100, 200), [frag(0, 100, recent), frag(200, 300, recent)], now, threshold=60)
+    assert not is_gone((100, 200), [frag(0, 100, recent), frag(200, 300, recent)], now, threshold=61)
+    assert is_gone((100, 200), [frag(0, 100, recent), frag(200, 300, recent)], now, threshold=0)
+    assert is_gone((100, 200), [frag(0, 100, old), frag(200, 300, 0)], now, threshold=0)  # a spool: age 0
+    assert not is_gone((100, 200), [frag(0, 100, old)], now, threshold=0)  # up to a head: never
+
+
+def test_the_verdict_keeps_young_holes_pending_and_says_why():
+    from pyspark_gazette.client.settle import judged
+
+    now = time.time()
+    old, recent = int(now - 7200), int(now - 60)
+    frags = ordered([frag(0, 100, old), frag(200, 300, old), frag(400, 500, recent), frag(500, 600)])
+    done = judged(frags, 700, "", True, "", 3600, "a/b", now)
+    assert done.holes == ((100, 200), (300, 400), (600, 700))
+    assert done.lost == ((100, 200),)  # the fragment after it is two hours old
+    assert done.pending == ((300, 400), (600, 700))  # a young fragment after it; nothing after it
+    assert "less than holeAgeThreshold (1h)" in done.why and "upload is still in flight" in done.why
+    assert time.strftime("%H:%M:%S", time.gmtime(recent + 3600)) in done.why  # from when it is judged lost
+    assert done.pending_in(0, 300) == [] and done.pending_in(350, 360) == [(300, 400)]
+    assert judged(frags, 700, "", True, "", 30, "a/b", now).pending == ((600, 700),)  # a smaller threshold
+    unanswered = judged(frags, 700, "", False, "s3://b/: denied", 3600, "a/b", now)
+    assert "did not answer" in unanswered.why and "s3://b/: denied" in unanswered.why
 
 
 class _Stub:
@@ -193,68 +219,119 @@ class _Listings:
         self.clock += seconds
 
 
-def _settle(conns, listed, store=None, stores=("file:///s/",)):
-    from pyspark_gazette.client.settle import settle
+def _stores(store, stores=("file:///s/",)) -> dict:
+    """``stores`` and ``list_store`` arguments: a store holding the spans of ``store`` (a list the
+    test may extend; ``None``: a store this process cannot list)."""
     from pyspark_gazette.fragments import FragmentRef
 
     def list_store(url, journal):
         if store is None:
             return None
-        return [FragmentRef(journal, b, e, "0" * 40, pb.ZSTANDARD, backing_store=url) for b, e in store]
+        t = int(time.time())
+        return [FragmentRef(journal, b, e, "0" * 40, pb.ZSTANDARD, backing_store=url, mod_time=t) for b, e in store]
 
-    return settle(conns, "a/b", listed, ask_primary=False, stores=stores, list_store=list_store)
+    return {"stores": stores, "list_store": list_store}
 
 
-def test_a_hole_no_member_lists_and_the_store_lacks_is_lost_without_a_wait(monkeypatch, caplog):
+def _settle(conns, listed, store=None, stores=("file:///s/",), threshold=None):
+    from pyspark_gazette.client.settle import HOLE_JUMP_AGE, settle
+
+    return settle(
+        conns, "a/b", listed, ask_primary=False, threshold=threshold or HOLE_JUMP_AGE, **_stores(store, stores)
+    )
+
+
+def test_a_hole_no_member_lists_and_the_store_lacks_is_lost_at_once_only_when_aged(monkeypatch, caplog):
     from pyspark_gazette.client.settle import fill
 
+    hour_ago = int(time.time()) - 3600
+    listed = [frag(0, 100, hour_ago), frag(200, 300, hour_ago)]
+    conns = _Listings(monkeypatch, [listed])
+    old = _settle(conns, listed, store=[(0, 100), (200, 300)], threshold=1800)  # the file of [100, 200) was deleted
+    assert old.holes == ((100, 200),) and old.pending == ()
+    with caplog.at_level("INFO", logger="pyspark_gazette"):
+        assert fill(conns, "a/b", old, 0, 300, sleep=conns.sleep) is old
+    assert conns.slept == [] and "waiting" not in caplog.text
+    young = _settle(conns, listed, store=[(0, 100), (200, 300)])  # 6 h: the fragment after it is young
+    assert young.holes == ((100, 200),) and young.pending == ((100, 200),)
+
+
+def test_a_fragment_the_store_holds_is_planned_from_the_store_at_once(monkeypatch):
     now = int(time.time())
     listed = [frag(0, 100, now), frag(200, 300, now)]
     conns = _Listings(monkeypatch, [listed])
-    done = _settle(conns, listed, store=[(0, 100), (200, 300)])  # the file of [100, 200) was deleted
-    assert done.holes == ((100, 200),) and done.pending == ()
-    with caplog.at_level("INFO", logger="pyspark_gazette"):
-        assert fill(conns, "a/b", done, 0, 300, refresh_interval=60, sleep=conns.sleep) is done
-    assert conns.slept == [] and "waiting" not in caplog.text
+    done = _settle(conns, listed, store=[(0, 100), (100, 150), (150, 200), (200, 300)])
+    assert done.holes == () and done.pending == ()
+    spans = [(f.spec.begin, f.spec.end, f.stored) for f in done.fragments]
+    assert spans == [(0, 100, False), (100, 150, True), (150, 200, True), (200, 300, False)]
+    assert conns.slept == []
 
 
-def test_a_hole_the_store_holds_is_awaited_only_by_a_read_that_touches_it(monkeypatch, caplog):
+def test_a_young_hole_is_awaited_only_by_a_read_that_touches_it_until_it_lands(monkeypatch, caplog):
     from pyspark_gazette.client.settle import fill
 
     now = int(time.time())
     listed = [frag(0, 100, now), frag(200, 300, now)]
-    conns = _Listings(monkeypatch, [listed, listed, [*listed, frag(100, 200, now)]])
-    done = _settle(conns, listed, store=[(0, 100), (100, 150), (150, 200), (200, 300)])
-    assert done.pending == ((100, 200),) and "store holds them" in done.why
+    store: list = [(0, 100), (200, 300)]
+    conns = _Listings(monkeypatch, [listed], broker_timeout=300.0)
+    done = _settle(conns, listed, store=store)
+    assert done.pending == ((100, 200),) and "upload is still in flight" in done.why
     caplog.set_level("INFO", logger="pyspark_gazette")
-    assert fill(conns, "a/b", done, 200, 300, refresh_interval=60, sleep=conns.sleep) is done  # starts after it
-    assert fill(conns, "a/b", done, 0, 100, refresh_interval=60, sleep=conns.sleep) is done  # ends before it
-    assert conns.slept == [] and "waiting" not in caplog.text
-    filled = fill(conns, "a/b", done, 150, 300, refresh_interval=60, sleep=conns.sleep)
-    assert filled.holes == () and [(f.spec.begin, f.spec.end) for f in filled.fragments][1] == (100, 200)
+    assert fill(conns, "a/b", done, 200, 300, sleep=conns.sleep) is done  # starts after it
+    assert fill(conns, "a/b", done, 0, 100, sleep=conns.sleep) is done  # ends before it
+    assert conns.slept == [] and "waits" not in caplog.text
+
+    def lands(seconds):  # the fragment's upload lands in the store during the second wait
+        conns.sleep(seconds)
+        if len(conns.slept) == 2:
+            store.append((100, 200))
+
+    filled = fill(conns, "a/b", done, 150, 300, sleep=lands, **_stores(store))
+    assert filled.holes == () and [(f.spec.begin, f.spec.end, f.stored) for f in filled.fragments][1] == (
+        100,
+        200,
+        True,
+    )
     waited = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert waited[0].startswith("journal 'a/b': waiting until ") and "UTC (up to 65s)" in waited[0]
-    assert "offsets [100, 200)" in waited[0] and "store holds them" in waited[0]  # the hole the read touches
-    assert "listed now" in waited[1]
+    assert "offsets [100, 200) are in no fragment yet and are not judged lost" in waited[0]
+    assert "upload is still in flight" in waited[0] and "never skips" in waited[0]
+    assert "UTC at most (broker.timeout, 300s)" in waited[0]
+    assert "every one is listed now" in waited[-1]
 
 
-def test_an_awaited_hole_is_waited_for_one_refresh_interval_at_most_broker_timeout(monkeypatch, caplog):
-    from pyspark_gazette.client.settle import REFRESH_SLACK, fill
+def test_a_young_hole_still_open_at_broker_timeout_raises_hole_in_flight(monkeypatch):
+    import pytest
+
+    from pyspark_gazette.client.settle import fill
+    from pyspark_gazette.errors import DataLossError, HoleInFlightError
 
     now = int(time.time())
     listed = [frag(0, 100, now), frag(200, 300, now)]
-    caplog.set_level("INFO", logger="pyspark_gazette")
-    for broker_timeout, budget in [(None, 60 + REFRESH_SLACK), (20.0, 20.0)]:
-        caplog.clear()
-        conns = _Listings(monkeypatch, [listed], broker_timeout=broker_timeout)
-        done = _settle(conns, listed, store=[(0, 300)])  # held, never listed
-        start = conns.clock
-        left = fill(conns, "a/b", done, 0, 300, refresh_interval=60, sleep=conns.sleep)
-        assert left.holes == ((100, 200),) and left.pending == ()
-        assert conns.clock - start <= budget
-        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-        assert f"(up to {budget:g}s)" in warnings[0]
-        assert warnings[-1] == f"journal 'a/b': offsets [100, 200) were still in no fragment after {budget:g}s"
+    conns = _Listings(monkeypatch, [listed], broker_timeout=20.0)
+    done = _settle(conns, listed, store=[(0, 100), (200, 300)])
+    start = conns.clock
+    with pytest.raises(HoleInFlightError) as ei:
+        fill(conns, "a/b", done, 0, 300, sleep=conns.sleep, **_stores([(0, 100), (200, 300)]))
+    assert not isinstance(ei.value, DataLossError) and conns.clock - start <= 20.0
+    text = str(ei.value)
+    assert text.startswith(
+        "journal 'a/b': offsets [100, 200) are still in no fragment after waiting 20s (broker.timeout)"
+    )
+    assert "may still be in flight" in text and "broker.timeout" in text and "holeAgeThreshold" in text
+    assert ei.value.journal == "a/b" and ei.value.holes == ((100, 200),)
+
+
+def test_a_young_hole_judged_lost_once_it_ages_during_the_wait(monkeypatch):
+    from pyspark_gazette.client.settle import fill
+
+    now = int(time.time())
+    listed = [frag(0, 100, now - 100), frag(200, 300, now - 100)]
+    conns = _Listings(monkeypatch, [listed], broker_timeout=60.0)
+    done = _settle(conns, listed, store=[], threshold=102)
+    assert done.pending == ((100, 200),)
+    monkeypatch.setattr(time, "time", lambda: now + (conns.clock - 1000.0))  # the wall clock moves with the sleeps
+    left = fill(conns, "a/b", done, 0, 300, sleep=conns.sleep, threshold=102, **_stores([]))
+    assert left.lost == ((100, 200),) and left.pending == ()
 
 
 def test_a_hole_is_awaited_when_the_store_cannot_be_listed_here(monkeypatch):

@@ -160,14 +160,14 @@ def test_s3_options_from_url_and_overrides():
 
 @pytest.mark.parametrize(
     ("scheme", "package", "extra"),
-    [("s3", "s3fs", "s3"), ("gs", "gcsfs", "gcs"), ("azure", "adlfs", "azure"), ("azure-ad", "adlfs", "azure")],
+    [("s3", "s3fs", None), ("gs", "gcsfs", "gcs"), ("azure", "adlfs", "azure"), ("azure-ad", "adlfs", "azure")],
 )
 def test_missing_filesystem_package_names_the_extra(monkeypatch, scheme, package, extra):
     monkeypatch.setitem(sys.modules, package, None)  # makes `import package` raise ImportError
     monkeypatch.setitem(sys.modules, package + ".core", None)
     monkeypatch.setattr(stores_module, "_FS_CACHE", {})  # no filesystem made by an earlier test
     url = f"{scheme}://bucket/acct/cont/prefix/" if scheme == "azure-ad" else f"{scheme}://bucket/prefix/"
-    hint = f"pip install 'pyspark-gazette[{extra}]'"
+    hint = f"pip install 'pyspark-gazette[{extra}]'" if extra else f"pip install '{package}'"  # s3fs: core
     with pytest.raises(StoreError, match=re.escape(hint)):
         require_package(scheme)
     store = FragmentStore(url)

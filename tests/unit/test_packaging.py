@@ -1,5 +1,6 @@
-"""What the package ships and claims: package data equal to the samples in conf/, and the oldest
-PySpark CI tests (``make test-oldest-pyspark``) equal to the lower bound pyproject.toml declares."""
+"""What the package ships and claims: package data equal to the samples in conf/, the oldest
+PySpark CI tests (``make test-oldest-pyspark``) equal to the lower bound pyproject.toml declares,
+and the real Gazettes CI tests equal to the versions their go.mod files pin."""
 
 from __future__ import annotations
 
@@ -35,3 +36,24 @@ def test_the_oldest_pyspark_tested_is_the_declared_lower_bound():
     # CI runs it: on its own, or beside the cluster tier (`make test ALONGSIDE="... test-oldest-pyspark ..."`).
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert re.search(r'^make (test-oldest-pyspark|test ALONGSIDE="[^"]*\btest-oldest-pyspark\b)', ci, re.M), ci
+
+
+def test_ci_builds_and_tests_each_real_gazette_at_the_version_its_go_mod_pins():
+    """tests/realgazette.py's peers are the versions their go.mod pins; CI builds each (`make
+    gazette`, `gazette-flow`, `gazette-main`: the last from a source tarball checked against the
+    sha256 the Makefile pins) and runs the subsets of the two besides the release beside its
+    cluster tier."""
+    import realgazette
+
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    (alongside,) = re.findall(r'^make test ALONGSIDE="([^"]*)"', ci, re.M)
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for peer, directory in (("release", "gazette-peer"), ("flow", "gazette-flow"), ("main", "gazette-main")):
+        version = realgazette.PEERS[peer][0]
+        go_mod = (ROOT / "tests" / "peers" / directory / "go.mod").read_text(encoding="utf-8")
+        assert re.search(rf"^\s*(require )?go\.gazette\.dev/core {re.escape(version)}$", go_mod, re.M), (peer, version)
+        target = "gazette" if peer == "release" else f"gazette-{peer}"
+        assert re.search(rf"^make {target}$", ci, re.M), target
+        if peer != "release":
+            assert f"test-{target}" in alongside.split(), alongside
+    assert re.search(r"^GAZETTE_MAIN_SHA256 := [0-9a-f]{64}$", makefile, re.M)

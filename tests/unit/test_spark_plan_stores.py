@@ -35,11 +35,13 @@ def options(**extra: str) -> ReadOptions:
 
 @pytest.mark.parametrize(
     ("store", "package", "extra"),
-    [("gs://bucket/p/", "gcsfs", "gcs"), ("azure://container/p/", "adlfs", "azure"), ("s3://bucket/p/", "s3fs", "s3")],
+    [("gs://bucket/p/", "gcsfs", "gcs"), ("azure://container/p/", "adlfs", "azure"), ("s3://bucket/p/", "s3fs", None)],
 )
 def test_a_missing_store_package_fails_planning_with_the_extra(monkeypatch, store, package, extra):
+    """The extra that installs the package; s3fs, a core dependency, by its own name."""
     monkeypatch.setitem(sys.modules, package, None)
-    with pytest.raises(StoreError, match=re.escape(f"pip install 'pyspark-gazette[{extra}]'")) as info:
+    hint = f"pip install 'pyspark-gazette[{extra}]'" if extra else f"pip install '{package}'"
+    with pytest.raises(StoreError, match=re.escape(hint)) as info:
         segments(snapshot(store), 0, 100, options())
     assert "'apps/journal'" in str(info.value) and store in str(info.value)
 

@@ -3,8 +3,10 @@
  * of the joiner's parts (P_*), which module.c exports to Python (native.py keeps the same numbers
  * as its fallback, and a unit test holds them equal), and a few helpers.
  *
- * Only plain C99 and the CPython API are used; unsigned __int128 only where the compiler has it
- * (join.c has a 64-bit path for the others).
+ * Only plain C99 and CPython's limited API of 3.11 are used (setup.py defines Py_LIMITED_API
+ * 0x030B0000 on CPython 3.11+: one abi3 build serves CPython 3.11 and later; the buffer protocol
+ * joined the limited API in 3.11); unsigned __int128 only where the compiler has it (join.c has a
+ * 64-bit path for the others).
  */
 #ifndef GZ_JSONSCAN_COMMON_H
 #define GZ_JSONSCAN_COMMON_H

@@ -411,19 +411,20 @@ static int too_small(void) {
 static int parse_part(PyObject *item, Part *p, Py_ssize_t n, Py_buffer *held, Py_ssize_t *nheld) {
     if (PyBytes_Check(item)) {
         p->kind = P_TEXT;
-        p->text = (const u8 *)PyBytes_AS_STRING(item);
-        p->len = PyBytes_GET_SIZE(item);
+        char *text;
+        if (PyBytes_AsStringAndSize(item, &text, &p->len) < 0) return -1;
+        p->text = (const u8 *)text;
         return 0;
     }
     PyObject *a = NULL, *b = NULL, *validity = Py_None;
     int kind, large = 0, width = 0, zone = 0, scale = 0;
     Py_ssize_t vlen, alen;
     const void *vbuf;
-    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
+    if (!PyTuple_Check(item) || PyTuple_Size(item) < 1) {
         PyErr_SetString(PyExc_TypeError, "a part is bytes or a tuple");
         return -1;
     }
-    kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+    kind = (int)PyLong_AsLong(PyTuple_GetItem(item, 0));
     if (kind == -1 && PyErr_Occurred()) return -1;
     p->kind = kind;
     if (kind == P_RAW || kind == P_STRING) {
@@ -500,7 +501,7 @@ PyObject *gz_join(PyObject *self, PyObject *args) {
     PyObject *parts_obj;
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &parts_obj, &n)) return NULL;
-    Py_ssize_t np_ = PyTuple_GET_SIZE(parts_obj);
+    Py_ssize_t np_ = PyTuple_Size(parts_obj);
     if (n < 0 || np_ > 1000000) {
         PyErr_SetString(PyExc_ValueError, "bad sizes");
         return NULL;
@@ -513,7 +514,8 @@ PyObject *gz_join(PyObject *self, PyObject *args) {
     Part *parts = calloc((size_t)np_ + 1, sizeof(Part));
     Py_buffer *held = calloc((size_t)np_ * 3 + 1, sizeof(Py_buffer));
     Py_ssize_t nheld = 0, *texts = NULL; /* texts: the indexes of the P_RAW and P_STRING parts */
-    PyObject *out = NULL, *bounds = NULL, *result = NULL;
+    PyObject *bounds = NULL, *result = NULL;
+    u8 *out = NULL; /* the joined rows, grown as needed; copied into the returned bytes at the end */
     if (!parts || !held) {
         PyErr_NoMemory();
         goto done;
@@ -522,7 +524,7 @@ PyObject *gz_join(PyObject *self, PyObject *args) {
     int64_t guess = 0;
     for (Py_ssize_t k = 0; k < np_; k++) {
         Part *p = &parts[k];
-        if (parse_part(PyTuple_GET_ITEM(parts_obj, k), p, n, held, &nheld) < 0) goto done;
+        if (parse_part(PyTuple_GetItem(parts_obj, k), p, n, held, &nheld) < 0) goto done;
         p->index = k;
         if (p->kind == P_TEXT) {
             if (n && p->len > (PY_SSIZE_T_MAX / 4) / n) {
@@ -569,10 +571,14 @@ PyObject *gz_join(PyObject *self, PyObject *args) {
         if (parts[k].kind == P_RAW || parts[k].kind == P_STRING) texts[ntexts++] = k;
     }
     Py_ssize_t cap = (Py_ssize_t)guess + 64, len = 0;
-    out = PyBytes_FromStringAndSize(NULL, cap); /* immutable once returned: the appender keeps a reference, not a copy */
+    out = (u8 *)malloc((size_t)cap);
+    if (!out) {
+        PyErr_NoMemory();
+        goto done;
+    }
     bounds = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
-    if (!out || !bounds) goto done;
-    int64_t *bo = (int64_t *)PyBytes_AS_STRING(bounds);
+    if (!bounds) goto done;
+    int64_t *bo = (int64_t *)PyBytes_AsString(bounds);
     bo[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t room = fixed;
@@ -600,9 +606,14 @@ PyObject *gz_join(PyObject *self, PyObject *args) {
                 goto done;
             }
             cap = cap + cap / 2 > len + room ? cap + cap / 2 : len + room;
-            if (_PyBytes_Resize(&out, cap) < 0) goto done; /* out is NULL now */
+            u8 *grown = (u8 *)realloc(out, (size_t)cap);
+            if (!grown) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            out = grown;
         }
-        u8 *base = (u8 *)PyBytes_AS_STRING(out), *w = base + len;
+        u8 *w = out + len;
         for (Py_ssize_t k = 0; k < np2; k++) {
             Part *p = &parts[k];
             w = write_part(w, p, i);
@@ -611,13 +622,13 @@ PyObject *gz_join(PyObject *self, PyObject *args) {
                 goto done;
             }
         }
-        len = (Py_ssize_t)(w - base);
+        len = (Py_ssize_t)(w - out);
         bo[i + 1] = (int64_t)len;
     }
-    if (_PyBytes_Resize(&out, len) < 0) goto done;
-    result = Py_BuildValue("(OO)", out, bounds);
+    /* bytes, immutable once returned: the appender keeps a reference, not a copy */
+    result = Py_BuildValue("(y#O)", (const char *)out, len, bounds);
 done:
-    Py_XDECREF(out);
+    free(out);
     Py_XDECREF(bounds);
     for (Py_ssize_t k = 0; k < nheld; k++) PyBuffer_Release(&held[k]);
     free(texts);

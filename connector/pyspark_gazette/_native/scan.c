@@ -945,7 +945,7 @@ static int build_col(Scan *S, Col *c, PyObject *item, size_t rows, size_t scap, 
         return 0;
     }
     if (!PyArg_ParseTuple(item, "y#i|O!", &name, &name_len, &kind, &PyList_Type, &kids)) return 0;
-    Py_ssize_t nk = kids ? PyList_GET_SIZE(kids) : 0;
+    Py_ssize_t nk = kids ? PyList_Size(kids) : 0;
     if (kind < 0 || kind >= K_COUNT || (kind >= K_STRUCT) != (kids != NULL) || depth > MAX_PLAN_DEPTH || nk > 100000 ||
         (kind == K_STRUCT && nk < 1) || (kind == K_LIST && nk != 1)) {
         PyErr_SetString(PyExc_ValueError, "bad plan");
@@ -993,7 +993,7 @@ static int build_col(Scan *S, Col *c, PyObject *item, size_t rows, size_t scap, 
 
 /* The kids of struct or list c (the record: the plan's top-level fields). */
 static int build_kids(Scan *S, Col *c, PyObject *items, size_t rows, size_t scap, int depth) {
-    Py_ssize_t n = PyList_GET_SIZE(items);
+    Py_ssize_t n = PyList_Size(items);
     c->kids = (Col *)calloc((size_t)n, sizeof(Col));
     if (!c->kids) {
         PyErr_NoMemory();
@@ -1013,7 +1013,7 @@ static int build_kids(Scan *S, Col *c, PyObject *items, size_t rows, size_t scap
     int in_list = c->in_list || c->kind == K_LIST;
     for (Py_ssize_t i = 0; i < n; i++) {
         Col *k = &c->kids[i];
-        if (!build_col(S, k, PyList_GET_ITEM(items, i), rows, scap, depth, in_list)) return 0;
+        if (!build_col(S, k, PyList_GetItem(items, i), rows, scap, depth, in_list)) return 0;
         if (c->kind == K_STRUCT) {
             uint32_t h = hash_bytes(k->name, k->name_len) & (uint32_t)c->tmask;
             while (c->table[h]) h = (h + 1) & (uint32_t)c->tmask;
@@ -1044,7 +1044,7 @@ static PyObject *col_result(Col *c) {
         for (int i = 0; kids && i < c->nkids; i++) {
             PyObject *k = col_result(&c->kids[i]);
             if (!k) Py_CLEAR(kids);
-            else PyList_SET_ITEM(kids, i, k);
+            else PyList_SetItem(kids, i, k);
         }
     } else {
         kids = Py_NewRef(Py_None);
@@ -1077,7 +1077,7 @@ PyObject *gz_scan(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "plan must be a list");
         return NULL;
     }
-    Py_ssize_t ncols = PyList_GET_SIZE(plan);
+    Py_ssize_t ncols = PyList_Size(plan);
     if (ncols < 1 || ncols > 100000 || n < 0 || offset < 0) {
         PyErr_SetString(PyExc_ValueError, "bad plan or sizes");
         return NULL;
@@ -1118,7 +1118,7 @@ PyObject *gz_scan(PyObject *self, PyObject *args) {
     if (!build_kids(&S, root, plan, (size_t)n + 8, (size_t)(total / ncols) + 64, 0)) goto done;
     status = PyBytes_FromStringAndSize(NULL, n);
     if (!status) goto done;
-    u8 *st = (u8 *)PyBytes_AS_STRING(status);
+    u8 *st = (u8 *)PyBytes_AsString(status);
     const u8 *data = have_d ? (const u8 *)db.buf : (const u8 *)"";
     Py_ssize_t dlen = have_d ? db.len : 0;
     const u8 *vbits = have_v ? (const u8 *)vb.buf : NULL;
@@ -1154,7 +1154,7 @@ PyObject *gz_scan(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < ncols; i++) {
         PyObject *t = col_result(&root->kids[i]);
         if (!t) goto done;
-        PyList_SET_ITEM(columns, i, t);
+        PyList_SetItem(columns, i, t);
     }
     result = Py_BuildValue("(OnO)", status, S.row, columns);
 done:

@@ -537,7 +537,7 @@ class AppendService:
     def _attempt(self, app: Appender, aa: AsyncAppend, size: int) -> pb.Fragment | None:
         """One Append RPC of ``aa``'s first ``size`` bytes; aborted if it fails."""
         # Links are keyed by their parameters without it: the revision is the one seen by now.
-        aa.request.min_etcd_revision = self._conns.etcd_revision
+        aa.request.min_etcd_revision = self._conns.min_etcd_revision(aa.journal)
         app.request = aa.request
         try:
             sent = 0

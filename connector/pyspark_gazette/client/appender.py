@@ -122,7 +122,7 @@ class Appender:
     def __init__(self, conns: Connections, journal: str, **params: Any):
         self._conns = conns
         self.journal = journal
-        self.request = append_request(journal, min_etcd_revision=conns.etcd_revision, **params)
+        self.request = append_request(journal, min_etcd_revision=conns.min_etcd_revision(journal), **params)
         self.response: pb.AppendResponse | None = None
         self.written = 0
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=64)

@@ -20,6 +20,19 @@ Append requests (:meth:`Connections.read_request`, :attr:`Connections.etcd_revis
 that has it (Gazette's main after v0.103.0) first waits until its own view of Etcd has caught up
 with what this client already saw, so a journal just created or listed is never answered
 JOURNAL_NOT_FOUND by a broker that lags; older brokers and the embedded broker ignore the field.
+
+A revision is only worth asking for while the cluster's Etcd still has it. When Etcd's revision
+goes back (restored from a snapshot, a development stack recreated under a running notebook),
+a broker asked to wait for a revision that will not come waits until the call's deadline, and a
+Read has none. So the client forgets the revision it remembers, with a WARNING saying why, when:
+a header names another Etcd cluster (``cluster_id``); an Apply commits at a lower revision (a
+transaction's revision is Etcd's own, current one); or a check finds the cluster below it. The
+check (:meth:`Connections.min_etcd_revision`, before a Read or Append asks for the revision) runs
+when a header since showed a lower revision (a broker lagging by milliseconds, or Etcd gone
+back) or when no header has confirmed the revision for :data:`REVISION_CHECK_AFTER` seconds: a
+List asking the broker to reach the revision first (``watch_resume``, honoured by every Gazette
+the project tests) within :data:`ETCD_CATCH_UP` seconds. A check that cannot tell leaves the
+calls of the next :data:`REVISION_CHECK_AFTER` seconds asking for no revision.
 """
 
 from __future__ import annotations
@@ -58,6 +71,15 @@ _T = TypeVar("_T")
 #: :func:`backoff`; also every call's limit while nothing has answered the client yet
 #: (:meth:`Connections.unreachable`), whatever its ``broker_timeout``.
 CONNECT_ATTEMPTS = 8
+
+#: Seconds a broker has to reach the Etcd revision the client remembers when it is checked
+#: (:meth:`Connections.min_etcd_revision`): a broker's view of Etcd trails Etcd by milliseconds,
+#: so a broker still below it after this long is taken for a cluster whose revision went back.
+ETCD_CATCH_UP = 5.0
+#: Seconds without a response header confirming the remembered Etcd revision after which it is
+#: checked before a Read or Append asks for it (a notebook's next cell, after the cluster may
+#: have been recreated).
+REVISION_CHECK_AFTER = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,8 +229,17 @@ class Connections:
         self.bootstrap_moves = 0
         #: Whether a broker has answered a call of this client (:meth:`unreachable`).
         self.answered = config.reached
-        #: The largest Etcd revision of a response header seen (:meth:`saw_revision`); 0: none yet.
+        #: The largest Etcd revision of a response header seen (:meth:`saw_header`); 0: none yet.
         self.etcd_revision = 0
+        #: The Etcd header that carried it (its cluster id, member id and raft term).
+        self._etcd = pb.Header.Etcd()
+        #: ``time.monotonic()`` of the last header at or above :attr:`etcd_revision`.
+        self._revision_confirmed = 0.0
+        #: A lower revision a header of the same cluster showed since (None: none).
+        self._revision_doubt: int | None = None
+        self._revision_check = threading.Lock()  # one check at a time
+        #: ``time.monotonic()`` of the last check that could not tell (None: none).
+        self._revision_check_failed: float | None = None
 
     def __repr__(self) -> str:
         return f"Connections(address={self.config.address!r})"
@@ -276,15 +307,133 @@ class Connections:
 
     # -- Etcd revisions ----------------------------------------------------------------------
 
+    @property
+    def etcd_cluster_id(self) -> int:
+        """The Etcd cluster id of the header that carried :attr:`etcd_revision` (0: none)."""
+        return self._etcd.cluster_id
+
+    def saw_header(self, header: pb.Header, *, transaction: bool = False) -> None:
+        """A response header: later Reads and Appends ask for its Etcd revision when it is the
+        largest seen. ``transaction``: the header of an Apply, whose revision is Etcd's current
+        one. See the module docstring for when the remembered revision is forgotten."""
+        etcd = header.etcd
+        if etcd.revision <= 0:
+            return
+        forgot = None
+        with self._lock:
+            known = self._etcd.cluster_id
+            if known and etcd.cluster_id and etcd.cluster_id != known:
+                forgot = (
+                    f"a broker answered from another Etcd cluster (cluster id {etcd.cluster_id:x}, "
+                    f"was {known:x}; revision {etcd.revision})"
+                )
+            elif transaction and etcd.revision < self.etcd_revision:
+                forgot = f"Etcd committed an Apply at revision {etcd.revision}, so its revision went back"
+            if forgot is not None or etcd.revision >= self.etcd_revision:
+                forgotten = self.etcd_revision
+                self.etcd_revision = etcd.revision
+                self._etcd.CopyFrom(etcd)
+                self._revision_confirmed = time.monotonic()
+                self._revision_doubt = None
+                self._revision_check_failed = None
+            elif self._revision_doubt is None or etcd.revision < self._revision_doubt:
+                self._revision_doubt = etcd.revision
+        if forgot is not None:
+            self._warn_forgotten(forgotten, forgot)
+
     def saw_revision(self, revision: int) -> None:
-        """A response header carried Etcd ``revision``: later Reads and Appends ask for it."""
-        if revision > self.etcd_revision:
-            with self._lock:
-                self.etcd_revision = max(self.etcd_revision, revision)
+        """A response carried Etcd ``revision`` and nothing else of its header (tests)."""
+        self.saw_header(pb.Header(etcd=pb.Header.Etcd(revision=revision)))
+
+    def _warn_forgotten(self, revision: int, why: str) -> None:
+        log.warning(
+            "the client of %s no longer asks brokers for Etcd revision %d (min_etcd_revision), "
+            "which it saw before: %s; Etcd was restored from an older snapshot, or the cluster recreated",
+            self.config.address,
+            revision,
+            why,
+        )
+
+    def min_etcd_revision(self, journal: str) -> int:
+        """The ``min_etcd_revision`` a Read or Append of ``journal`` sends: :attr:`etcd_revision`,
+        checked first when a header since showed a lower one or none has confirmed it for
+        :data:`REVISION_CHECK_AFTER` seconds (module docstring). 0 when a check could not tell
+        (a broker restarting, a token without the LIST capability): then for the next
+        :data:`REVISION_CHECK_AFTER` seconds no check is made and 0 is sent, unless a header
+        confirms the revision meanwhile."""
+        if not self._revision_doubtful():
+            return self.etcd_revision
+        with self._revision_check:
+            if not self._revision_doubtful():  # another thread checked meanwhile
+                return self.etcd_revision
+            failed = self._revision_check_failed
+            if failed is not None and time.monotonic() - failed < REVISION_CHECK_AFTER:
+                return 0
+            return self._check_revision(journal)
+
+    def _revision_doubtful(self) -> bool:
+        return self.etcd_revision > 1 and (
+            self._revision_doubt is not None or time.monotonic() - self._revision_confirmed >= REVISION_CHECK_AFTER
+        )
+
+    def _check_revision(self, journal: str) -> int:
+        """Ask a broker for ``journal``'s listing once its view of Etcd has reached the remembered
+        revision (``watch_resume``: Gazette waits for the revision after it), within
+        :data:`ETCD_CATCH_UP` seconds (``broker_timeout`` when shorter)."""
+        with self._lock:
+            wanted = self.etcd_revision
+            resume = pb.Header.Etcd()
+            resume.CopyFrom(self._etcd)
+        resume.revision = wanted - 1
+        name = base_journal(journal)
+        request = pb.ListRequest(
+            selector=pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=name)])),
+            watch_resume=pb.Header(etcd=resume),
+        )
+        budget = self.config.broker_timeout
+        timeout = min(ETCD_CATCH_UP, budget) if budget else ETCD_CATCH_UP
+        try:
+            first = next(iter(self.stub().List(request, **self.call_kwargs(timeout))))
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                log.debug("checking Etcd revision %d for %s failed: %s", wanted, name, e)
+                return self._check_failed()
+            reached = None
+        except StopIteration:
+            return self._check_failed()
+        else:
+            reached = first.header.etcd.revision if first.status == pb.OK else None
+            if reached is None:
+                return self._check_failed()
+            if reached >= wanted or (first.header.etcd.cluster_id != resume.cluster_id and resume.cluster_id):
+                self.saw_header(first.header)  # confirmed (or another cluster: forgotten there)
+                return self.etcd_revision
+        with self._lock:
+            if self.etcd_revision != wanted:  # a header moved it meanwhile
+                return self.etcd_revision
+            self.etcd_revision = reached or 0
+            if reached:
+                self._etcd.CopyFrom(first.header.etcd)
+            self._revision_confirmed = time.monotonic()
+            self._revision_doubt = None
+        self._warn_forgotten(
+            wanted,
+            f"broker {self.address} did not reach it within {timeout:g}s"
+            if reached is None
+            else f"broker {self.address} answered at revision {reached} without waiting for it",
+        )
+        return self.etcd_revision
+
+    def _check_failed(self) -> int:
+        """A check learned nothing: this call, and those of the next REVISION_CHECK_AFTER
+        seconds, ask for no revision (:meth:`min_etcd_revision`)."""
+        self._revision_check_failed = time.monotonic()
+        return 0
 
     def read_request(self, journal: str, **fields: Any) -> pb.ReadRequest:
-        """A ReadRequest of ``journal`` that asks the broker to have seen :attr:`etcd_revision`."""
-        return pb.ReadRequest(journal=journal, min_etcd_revision=self.etcd_revision, **fields)
+        """A ReadRequest of ``journal`` that asks the broker to have seen :attr:`etcd_revision`
+        (:meth:`min_etcd_revision`)."""
+        return pb.ReadRequest(journal=journal, min_etcd_revision=self.min_etcd_revision(journal), **fields)
 
     # -- routes ------------------------------------------------------------------------------
 
@@ -294,7 +443,7 @@ class Connections:
         if header is None:
             return
         self.answered = True
-        self.saw_revision(header.etcd.revision)
+        self.saw_header(header)
         if not header.HasField("route"):
             return
         route = header.route
@@ -391,7 +540,7 @@ class Connections:
         gone.__cause__ = err
         return gone
 
-    def unary(self, what: str, rpc: str, request: Any, *, attempts: int = CONNECT_ATTEMPTS) -> Any:
+    def unary(self, what: str, rpc: str, request: Any, *, attempts: int | None = CONNECT_ATTEMPTS) -> Any:
         """Call the unary RPC named ``rpc`` of the bootstrap broker with :meth:`retry_unavailable`."""
 
         def call() -> Any:
@@ -414,9 +563,11 @@ class Connections:
                 self.endpoint_failed(journal, endpoint if code == grpc.StatusCode.UNAVAILABLE else None)
             raise
 
-    def retry_unavailable(self, what: str, call: Callable[[], _T], *, attempts: int = CONNECT_ATTEMPTS) -> _T:
+    def retry_unavailable(self, what: str, call: Callable[[], _T], *, attempts: int | None = CONNECT_ATTEMPTS) -> _T:
         """Run ``call``, retrying gRPC ``UNAVAILABLE`` (a broker restarting) up to ``attempts``
         times with :func:`backoff`; gRPC errors are translated, other errors raised at once.
+        ``attempts=None``: for ``broker_timeout`` (forever when it is None), as an append or a
+        read does; while nothing has answered the client, :meth:`unreachable` still cuts it short.
 
         When the failed call moved the bootstrap address on (:meth:`on_endpoint`), the next
         address is tried at once, without backoff or an attempt spent, until each configured
@@ -440,12 +591,18 @@ class Connections:
                     log.debug("%s: %s; trying %s", what, err, self._bootstrap)
                     continue
                 tried = 1
-                gone = self.unreachable(what, err, attempt, since, final=attempt + 1 >= attempts)
+                budget = self.config.broker_timeout
+                spent = (
+                    attempt + 1 >= attempts
+                    if attempts is not None
+                    else budget is not None and time.monotonic() - since + backoff(attempt) > budget
+                )
+                gone = self.unreachable(what, err, attempt, since, final=spent)
                 if gone is not None:
                     raise gone from err
-                if attempt + 1 >= attempts:
+                if spent:
                     raise
-                log.debug("%s: %s; retrying", what, err)
+                log.log(logging.DEBUG if attempts is not None else logging.WARNING, "%s: %s; retrying", what, err)
                 time.sleep(backoff(attempt))
                 attempt += 1
 

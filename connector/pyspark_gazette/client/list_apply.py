@@ -66,7 +66,7 @@ def list_journals(
     conns: Connections,
     selector: str | pb.LabelSelector | None = None,
     *,
-    attempts: int = CONNECT_ATTEMPTS,
+    attempts: int | None = CONNECT_ATTEMPTS,
     what: str = "List",
 ) -> list[JournalInfo]:
     """All journals matching ``selector`` (label-selector syntax or a ``LabelSelector``).
@@ -87,7 +87,7 @@ def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> l
             if i == 0:
                 if resp.status != pb.OK:
                     raise error_for_status(resp.status, "List failed", response=resp)
-                conns.saw_revision(resp.header.etcd.revision)
+                conns.saw_header(resp.header)
             elif not resp.journals:
                 raise ProtocolError("List: empty continuation message outside of watch mode")
             for j in resp.journals:
@@ -121,7 +121,7 @@ def watch_journals(conns: Connections, selector: str | pb.LabelSelector | None =
                 if first:
                     if resp.status != pb.OK:
                         raise error_for_status(resp.status, "List watch failed", response=resp)
-                    conns.saw_revision(resp.header.etcd.revision)
+                    conns.saw_header(resp.header)
                     first = False
                 snapshot.extend(JournalInfo(j.spec, j.mod_revision, j.create_revision, j.route) for j in resp.journals)
         finally:
@@ -187,7 +187,7 @@ def apply(conns: Connections, changes: Sequence[Change | pb.ApplyRequest.Change]
         raise EtcdTransactionFailedError(_stale_revisions(conns, request), response=resp)
     if resp.status != pb.OK:
         raise error_for_status(resp.status, "Apply failed", response=resp)
-    conns.saw_revision(resp.header.etcd.revision)
+    conns.saw_header(resp.header, transaction=True)
     return resp.header.etcd.revision
 
 
@@ -261,6 +261,9 @@ class ListedFragment:
 
     spec: pb.Fragment
     signed_url: str = dataclasses.field(default="", repr=False)
+    #: Found by a listing of the journal's fragment store, not in any broker's listing (yet): a
+    #: read plans it from the store directly (:mod:`pyspark_gazette.client.settle`).
+    stored: bool = False
 
 
 def list_fragments(
@@ -273,6 +276,7 @@ def list_fragments(
     page_limit: int = 0,
     do_not_proxy: bool = False,
     start: int = 0,
+    attempts: int | None = CONNECT_ATTEMPTS,
 ) -> list[ListedFragment]:
     """Every fragment of ``journal`` in ascending ``begin`` order, following all pages; with
     ``start``, those beginning at or after it (Gazette's page token is a begin offset).
@@ -281,6 +285,8 @@ def list_fragments(
     ``mod_time < begin_mod_time`` are dropped, and when ``end_mod_time`` is set, unpersisted
     fragments and those with ``mod_time > end_mod_time`` are dropped.
     ``signature_ttl`` (seconds) asks for a signed GET URL per persisted fragment.
+    ``attempts``: as :meth:`~pyspark_gazette.client.conn.Connections.retry_unavailable`'s (None:
+    a broker restarting is waited for ``broker_timeout``).
     """
     return list(
         iter_fragments(
@@ -292,6 +298,7 @@ def list_fragments(
             page_limit=page_limit,
             do_not_proxy=do_not_proxy,
             start=start,
+            attempts=attempts,
         )
     )
 
@@ -306,6 +313,7 @@ def iter_fragments(
     page_limit: int = 0,
     do_not_proxy: bool = False,
     start: int = 0,
+    attempts: int | None = CONNECT_ATTEMPTS,
 ) -> Iterable[ListedFragment]:
     """Like :func:`list_fragments`, one page at a time."""
     if not 0 <= page_limit <= 10_000:
@@ -330,7 +338,7 @@ def iter_fragments(
         )
 
     while True:
-        resp = conns.retry_unavailable("ListFragments", once)
+        resp = conns.retry_unavailable("ListFragments", once, attempts=attempts)
         conns.update_route(journal, resp.header if resp.HasField("header") else None)
         if resp.status != pb.OK:
             raise error_for_status(resp.status, "ListFragments failed", journal=journal, response=resp)

@@ -151,7 +151,8 @@ class GazetteDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         try:
             opts = stream_write_options(self._options(WRITE, schema))
-            return GazetteStreamWriter(opts, schema, overwrite, self._reads(opts, schema))
+            checkpoint = next((v for k, v in self.options.items() if k.lower() == "checkpointlocation"), None)
+            return GazetteStreamWriter(opts, schema, overwrite, self._reads(opts, schema), checkpoint)
         except OptionError:
             self._check_options_reached(schema)
             raise

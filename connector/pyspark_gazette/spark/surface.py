@@ -10,6 +10,15 @@ frames below it and without its chained causes (their text is already in our mes
 sentence is the last line of the Python part, right before Spark's ``SQLSTATE`` suffix.
 Anything else (a bug) keeps its whole traceback.
 
+One frame stays, the re-raise itself: Spark's worker drops its own frames from a traceback up to
+the first frame that is not pyspark's (``spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled``,
+on by default) and shows the rest; a traceback with no such frame it shows whole. (A comment
+on the re-raise's line would show too, and make Python add a line of carets under it.) Only the
+user's session can drop that frame:
+``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true`` makes the worker send the
+exception's last line alone, so our sentence follows Spark's prefix on the error's first line
+(docs/troubleshooting.md has the measured difference).
+
 Every entry point Spark calls goes through :func:`plain`, so it is also where a reused Python
 worker settles its garbage collector (:func:`~pyspark_gazette.spark.worker_gc.settle`).
 """
@@ -37,8 +46,8 @@ def plain(fn: _F) -> _F:
             settle()
             try:
                 yield from fn(*args, **kwargs)
-            except GazetteError as e:
-                raise e.with_traceback(None) from None
+            except GazetteError as error:
+                raise error.with_traceback(None) from None
 
         return gen  # type: ignore[return-value]
 
@@ -47,7 +56,7 @@ def plain(fn: _F) -> _F:
         settle()
         try:
             return fn(*args, **kwargs)
-        except GazetteError as e:
-            raise e.with_traceback(None) from None
+        except GazetteError as error:
+            raise error.with_traceback(None) from None
 
     return call  # type: ignore[return-value]

@@ -21,17 +21,32 @@ LIST_PAGE = 1000
 def serve_list(
     core: BrokerCore, request: pb.ListRequest, context: grpc.ServicerContext, claims: Claims | None
 ) -> Iterator[pb.ListResponse]:
-    """List: one snapshot of the matching journals, or (``watch``) one after every change."""
+    """List: one snapshot of the matching journals, or (``watch``) one after every change. With
+    ``watch_resume``, as Gazette, not before the revision after its own (a unary List too: it
+    waits for it until the call's deadline)."""
     try:
         validate_selector(request.selector)
     except ValueError as e:
         context.abort(grpc.StatusCode.UNKNOWN, f"selector: {e}")
+    min_revision = request.watch_resume.etcd.revision + 1 if request.HasField("watch_resume") else 0
+    wake = lambda: core._notify_changed()  # noqa: E731
     if not request.watch:
+        if min_revision > core.registry.state.revision:
+            context.add_callback(wake)
+            expires = None if claims is None else claims.exp
+            with core.changed:
+                while (
+                    context.is_active()
+                    and not core.stopping
+                    and not expired(expires)
+                    and core.registry.state.revision < min_revision
+                ):
+                    core.changed.wait(time_left(expires))
+            if core.registry.state.revision < min_revision:
+                return  # cancelled, past its deadline, or the broker stopping
         yield from _snapshot(core, request.selector, claims)
         return
-    wake = lambda: core._notify_changed()  # noqa: E731
     context.add_callback(wake)
-    min_revision = request.watch_resume.etcd.revision + 1 if request.HasField("watch_resume") else 0
     seen_revision = -1
     last_key = None
     expires = None if claims is None else claims.exp

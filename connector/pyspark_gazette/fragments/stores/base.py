@@ -422,13 +422,16 @@ def require_package(scheme: str) -> None:
 
 def import_store_package(scheme: str, module: str) -> Any:
     """Import ``module`` (``scheme``'s fsspec package or one of its modules), or raise
-    :class:`StoreError` naming the pip extra that installs it."""
+    :class:`StoreError` naming the pip extra that installs it (the package itself for a store of
+    the core, whose package is missing only after an install with ``--no-deps``)."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
+        backend = STORES[scheme]
+        what = f"'pyspark-gazette[{backend.extra}]'" if backend.extra else f"'{backend.package}'"
         raise StoreError(
-            f"{scheme}:// fragment stores need the {STORES[scheme].package!r} package, which is not installed: "
-            f"pip install 'pyspark-gazette[{STORES[scheme].extra}]'"
+            f"{scheme}:// fragment stores need the {backend.package!r} package, which is not installed: "
+            f"pip install {what}"
         ) from e
 
 

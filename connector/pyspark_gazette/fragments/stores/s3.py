@@ -56,8 +56,7 @@ register_store(
     StoreBackend(
         "s3",
         S3Store,
-        package="s3fs",
-        extra="s3",
+        package="s3fs",  # a core dependency: no extra
         option_scope="s3",
         settings=(
             ("store.s3.endpoint", "endpoint_url"),

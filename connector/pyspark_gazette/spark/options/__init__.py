@@ -12,7 +12,9 @@ and unknown keys are rejected, so a typo fails at planning time instead of being
 The options reference in the docs is generated from :data:`OPTIONS`; a test keeps the two equal.
 Names follow Spark's Kafka source where the meaning is the same (``startingOffsets``,
 ``endingOffsets``, ``failOnDataLoss`` ...); a Kafka name whose unit would differ here
-(``maxOffsetsPerTrigger``, records in Kafka) is refused rather than reinterpreted.
+(``maxOffsetsPerTrigger``, records in Kafka) is refused rather than reinterpreted, and the
+other names of Spark's Kafka source and sink (``subscribe``, ``topic``, ``kafka.*`` ...) are
+refused naming what to use instead (:mod:`~.kafka`).
 
 Values may also come from the environment: ``PYSPARK_GAZETTE_<KEY>`` with the key upper-cased
 and dots as underscores (``PYSPARK_GAZETTE_BROKER_ADDRESS``), and ``broker.address`` also falls

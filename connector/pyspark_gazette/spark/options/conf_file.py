@@ -20,6 +20,7 @@ import pathlib
 from collections.abc import Mapping
 
 from pyspark_gazette.errors import OptionError
+from pyspark_gazette.spark.options.kafka import kafka_hint
 
 CONF_ENV = "PYSPARK_GAZETTE_CONF"
 
@@ -53,7 +54,9 @@ def parse_options_file(text: str, path: str, known: Mapping[str, str]) -> dict[s
             raise OptionError(key, f"{where}: backslash line continuations are not supported")
         canonical = known.get(key.lower())
         if canonical is None:
-            raise OptionError(key, f"{where}: unknown option; see the options reference")
+            kafka = kafka_hint(key)
+            why = f"a Kafka name; {kafka[1]}" if kafka else "unknown option; see the options reference"
+            raise OptionError(key, f"{where}: {why}")
         if key.lower() in out:
             raise OptionError(canonical, f"{where}: repeats line {out[key.lower()].line}")
         out[key.lower()] = FileValue(value, path, number)

@@ -17,6 +17,7 @@ from typing import Any
 from pyspark_gazette.errors import OptionError, SpecError
 from pyspark_gazette.protocol.durations import parse_duration as go_duration
 from pyspark_gazette.spark.options.conf_file import options_from_file
+from pyspark_gazette.spark.options.kafka import kafka_hint
 from pyspark_gazette.spark.options.table import BY_KEY, ENV_PREFIX, OPTIONS, READS, STREAM, WRITE, Option
 
 #: Keys Spark itself may pass along with the user's options.
@@ -91,6 +92,12 @@ def parse_offsets(key: str, text: str) -> str | dict[str, int]:
         raise OptionError(key, f"expected a non-empty JSON object of journal offsets, got {text!r}")
     out: dict[str, int] = {}
     for journal, offset in value.items():
+        if isinstance(offset, dict) and offset and all(str(k).isdigit() for k in offset):
+            raise OptionError(
+                key,
+                f"journal {journal!r} has {json.dumps(offset)}, Kafka's offsets per partition; a journal has no "
+                f"partitions: give one byte offset per journal, e.g. {json.dumps({journal: 0})}",
+            )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
             raise OptionError(key, f"offset of journal {journal!r} must be an integer >= -2, got {offset!r}")
         out[str(journal)] = offset
@@ -190,7 +197,8 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
     """Validate ``options`` for ``scope`` and return ``{canonical key: typed value}`` for every option
     of the scope, a missing one at its parsed default (:data:`DEFAULTS`).
 
-    Raises :class:`OptionError` for unknown keys, keys of another scope, and bad values.
+    Raises :class:`OptionError` for unknown keys (a key of Spark's Kafka source names what to use
+    instead, :mod:`~pyspark_gazette.spark.options.kafka`), keys of another scope, and bad values.
     """
     env = os.environ if env is None else env
     given = {str(k).lower(): v for k, v in options.items() if v is not None}
@@ -202,6 +210,11 @@ def parse(options: Mapping[str, str], scope: str, env: Mapping[str, str] | None 
             continue
         opt = BY_KEY.get(key)
         if opt is None:
+            kafka = kafka_hint(written[key])
+            if kafka is not None:
+                name, instead = kafka
+                what = "a Kafka client property" if key.startswith("kafka.") else "an option of Spark's Kafka source"
+                raise OptionError(written[key] if written[key] != key else name, f"is {what}; {instead}")
             close = closest(key, [o.key for o in OPTIONS])
             hint = f" (did you mean {close!r}?)" if close else ""
             # Spark lower-cases option keys before a data source sees them: a key without capitals

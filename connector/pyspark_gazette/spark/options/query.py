@@ -38,6 +38,8 @@ class ReadOptions:
     signed_urls: bool
     verify_sha1: bool
     fail_on_data_loss: bool
+    #: ``holeAgeThreshold`` in seconds (client/settle.py).
+    hole_age_threshold: float = 6 * 3600.0
     filter_pushdown: bool = False
     max_bytes_per_trigger: int | None = None
     min_bytes_per_trigger: int | None = None
@@ -126,6 +128,7 @@ class ReadOptions:
             signed_urls=v["signedUrls"],
             verify_sha1=v["verifySha1"],
             fail_on_data_loss=v["failOnDataLoss"],
+            hole_age_threshold=v.get("holeAgeThreshold", DEFAULTS["holeAgeThreshold"]),
             filter_pushdown=bool(v.get("filterPushdown")),
             max_bytes_per_trigger=max_bytes,
             min_bytes_per_trigger=v.get("minBytesPerTrigger"),
@@ -169,6 +172,8 @@ class WriteOptions:
     create_journals: str | None
     max_batch_bytes: int
     allow_write_to_source: bool = False
+    #: ``commitWhen``: wait until the appends are persisted (``persisted``) before committing.
+    persisted: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, env: Mapping[str, str] | None = None) -> WriteOptions:
@@ -191,4 +196,5 @@ class WriteOptions:
             create_journals=v.get("createJournals"),
             max_batch_bytes=v["maxBatchBytes"],
             allow_write_to_source=v["allowWriteToSource"],
+            persisted=v["commitWhen"] == "persisted",
         )

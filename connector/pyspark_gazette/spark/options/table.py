@@ -398,6 +398,20 @@ OPTIONS: tuple[Option, ...] = (
         "jumps). `false` skips it with a warning and counts it in the task metrics.",
         scopes=READS,
     ),
+    Option(
+        "holeAgeThreshold",
+        "duration",
+        "6h",
+        "How old the fragment after a hole (offsets no broker lists and no store holds) must be for "
+        "the hole to count as lost, as Gazette's brokers judge it (their `offsetJumpAgeThreshold`, 6 "
+        "hours): a hole before a younger fragment may be a fragment whose upload is still in flight "
+        "after a broker hand-off. A lost hole follows `failOnDataLoss` at once; a younger one is "
+        "waited for (a batch read, up to `broker.timeout`) or read up to (a stream), never skipped. "
+        "Lower it only when such data is known to be gone; `0` judges a hole lost as soon as no broker "
+        "lists it and no store holds it.",
+        scopes=READS,
+        example="30m",
+    ),
     # -- stores ------------------------------------------------------------------------------
     Option(
         "store.fileRoot",
@@ -527,6 +541,24 @@ OPTIONS: tuple[Option, ...] = (
         "CONTINUE_TXN) and commit with ACK messages, so read-committed readers see each row once even "
         "across task retries.",
         scopes=frozenset({WRITE}),
+    ),
+    Option(
+        "commitWhen",
+        "enum",
+        "acknowledged",
+        "When a write counts as done. `acknowledged` (default): once Gazette acknowledged its appends "
+        "(held by every replica of the journal, not yet in the fragment store). `persisted`: a batch "
+        "write reports success, and a streaming micro-batch is committed, only once every span it "
+        "appended is listed in persisted fragments; a span Gazette loses before persisting it fails "
+        "the write naming the journal and offsets (a stream's failed micro-batch is not committed, and "
+        "when the query is started again from its checkpoint it appends exactly the lost partitions "
+        "once more). It costs the wait for the spool to be persisted: up to about the journal's "
+        "`flush_interval` (or the time to fill `fragment.length`) per write or micro-batch, bounded by "
+        "`broker.timeout`. The journal needs a fragment store and a `flush_interval` (checked at "
+        "planning for the `journal` option); a stream needs a local `checkpointLocation`. See "
+        "docs/exactly-once.md.",
+        scopes=frozenset({WRITE}),
+        choices=("acknowledged", "persisted"),
     ),
     Option(
         "createJournals",

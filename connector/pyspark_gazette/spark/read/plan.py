@@ -6,16 +6,19 @@ moment, **settled** through failover (:mod:`pyspark_gazette.client.settle`): the
 largest write head the route's members report when that is beyond the listing (a re-joined
 replica lists less than was acknowledged; with many journals, each primary is asked in one
 window, then every member of the journals whose listing does not vouch for their primary's
-answer: :func:`~pyspark_gazette.client.settle.spool_vouches`). Holes of the listing are decided
-at once from every route member's own listing and a listing of the journal's fragment store
-(where the driver can read it): a hole no member lists and the store does not hold (a deleted
-fragment file) is data loss without a wait; one a member can still fill is waited for, and
-logged, only when the planned range touches it, for about the journal's fragment refresh
-interval (at most ``broker.timeout``). Bounds (offsets or fragment mod times) become a byte range ``[start, end)`` per
-journal, and the range is cut into :class:`Segment` s along fragment boundaries:
+answer: :func:`~pyspark_gazette.client.settle.spool_vouches`). Holes of the listing are looked
+up in every route member's own listing and in a listing of the journal's fragment store (where
+the driver can read it): a fragment the store holds and no broker lists is read from the store
+at once. A hole left is judged as Gazette judges it: lost when the fragment after it was
+persisted at least ``holeAgeThreshold`` ago (data loss without a wait); else it may still be in
+flight, and a read whose range touches it waits for it, logged, up to ``broker.timeout``
+(:class:`~pyspark_gazette.errors.HoleInFlightError` then), never skipping it. Bounds (offsets or
+fragment mod times) become a byte range ``[start, end)`` per journal, and the range is cut into
+:class:`Segment` s along fragment boundaries:
 
 * a segment of a persisted fragment is read **directly from the object store** by the executor
-  (fsspec over the store URL, or the broker's signed URL);
+  (fsspec over the store URL, or the broker's signed URL); so is one that only the store's
+  listing found (whatever ``directReads``: no broker would serve it yet);
 * content not yet persisted, and everything when ``directReads`` is off, is read through the
   broker's Read RPC;
 * small direct segments are coalesced into one partition up to ``maxPartitionBytes``; a long
@@ -58,7 +61,6 @@ from pyspark_gazette.flow.labels import truncated_at
 from pyspark_gazette.fragments import FragmentRef, require_package
 from pyspark_gazette.message import Framing
 from pyspark_gazette.protocol import pb
-from pyspark_gazette.protocol.durations import duration_seconds
 from pyspark_gazette.spark.options import ReadOptions
 from pyspark_gazette.spark.resolve import framing_of
 
@@ -242,6 +244,7 @@ def _snapshot(
         ask_primary=ask_primary,
         stores=tuple(info.spec.fragment.stores),
         list_store=lambda url, journal: _list_store(url, journal, opts),
+        threshold=opts.hole_age_threshold,
     )
     return Snapshot(
         info,
@@ -265,10 +268,11 @@ def _list_store(url: str, journal: str, opts: ReadOptions) -> list[FragmentRef] 
 
 
 def settle_range(client: JournalClient, snap: Snapshot, begin: int, end: int, opts: ReadOptions) -> Snapshot:
-    """``snap`` once the holes a route member can still fill that touch ``[begin, end)`` are
-    filled or waited for (:func:`~pyspark_gazette.client.settle.fill`: about the journal's
-    fragment refresh interval, at most ``broker.timeout``, logged). Other holes are not waited
-    for; those left are data loss to :func:`segments`."""
+    """``snap`` once the holes not yet decidable that touch ``[begin, end)`` are decided
+    (:func:`~pyspark_gazette.client.settle.fill`: listed by a member or held by the store, or
+    judged lost by ``holeAgeThreshold``; waited for up to ``broker.timeout``, logged, then
+    :class:`~pyspark_gazette.errors.HoleInFlightError`). Other holes are not waited for; lost
+    ones are data loss to :func:`segments`."""
     if snap.settled is None or not snap.settled.pending:
         return snap
     done = fill(
@@ -277,7 +281,9 @@ def settle_range(client: JournalClient, snap: Snapshot, begin: int, end: int, op
         snap.settled,
         begin,
         end,
-        refresh_interval=duration_seconds(snap.info.spec.fragment.refresh_interval),
+        stores=tuple(snap.info.spec.fragment.stores),
+        list_store=lambda url, journal: _list_store(url, journal, opts),
+        threshold=opts.hole_age_threshold,
         signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None,
     )
     if done is snap.settled:
@@ -335,9 +341,9 @@ def segments(
 ) -> list[Segment]:
     """Cut ``[start, end)`` of ``snap`` into segments along its fragments.
 
-    A hole (no fragment covers some bytes) left in a settled snapshot (gone, in neither a
-    member's listing nor the store, or not filled by the end of :func:`settle_range`'s wait) is
-    data loss: it raises :class:`~pyspark_gazette.errors.DataLossError` naming the journal and
+    A hole (no fragment covers some bytes) left in a settled snapshot (judged lost: in neither
+    a member's listing nor the store, and the fragment after it persisted at least
+    ``holeAgeThreshold`` ago; :func:`settle_range` has waited for the others) is data loss: it raises :class:`~pyspark_gazette.errors.DataLossError` naming the journal and
     offsets when ``failOnDataLoss`` is on, else it is logged and appended to ``lost``.
     """
     out: list[Segment] = []
@@ -357,13 +363,15 @@ def segments(
         seg_begin, seg_end = pos, min(f.end, end)
         boundary = seg_begin == f.begin or (start_is_boundary and seg_begin == start)
         ref = FragmentRef.from_proto(f)
+        # A fragment only the store's listing found is read there whatever directReads says:
+        # no broker serves it yet (this process listed the store with the read's own options).
         direct = (
-            opts.direct_reads
+            (opts.direct_reads or listed.stored)
             and ref.is_persisted
-            and (bool(listed.signed_url) if opts.signed_urls else True)
+            and (bool(listed.signed_url) if opts.signed_urls and not listed.stored else True)
             and (file_root is not None or not ref.backing_store.startswith("file://"))
         )
-        if direct and not opts.signed_urls:
+        if direct and not (opts.signed_urls and not listed.stored):
             _require_store_package(snap.name, ref.backing_store)
         out.append(
             Segment(
@@ -371,7 +379,7 @@ def segments(
                 seg_begin,
                 seg_end,
                 ref if direct else None,
-                listed.signed_url if direct and opts.signed_urls else "",
+                listed.signed_url if direct and opts.signed_urls and not listed.stored else "",
                 boundary,
                 ref.mod_time,
                 "" if direct else snap.endpoint,

@@ -30,6 +30,17 @@ scales with the object store.
   creation revision is unchanged lost content it had acknowledged (never persisted): that follows
   ``failOnDataLoss`` too, and the stream goes on from the head. Missing content (retention
   deleted it before it was read) follows ``failOnDataLoss``.
+* Holes: ``latestOffset`` plans each journal that moves from a fragment listing
+  (:func:`~pyspark_gazette.spark.read.plan.take_snapshot`, handed on to ``partitions``). A hole
+  that cannot be judged lost yet (the fragment after it was persisted less than
+  ``holeAgeThreshold`` ago: an upload may still be in flight after a broker hand-off;
+  :mod:`pyspark_gazette.client.settle`) caps the journal's end at the hole's start: the stream
+  reads up to it and waits there across triggers, logging a WARNING once per hole, never
+  failing the query for it and never committing past it, until the fragment lands (a broker or
+  the store lists it) or the hole ages past the threshold (then it is data loss, which follows
+  ``failOnDataLoss``). A ``Trigger.AvailableNow`` query whose every journal waits at such a
+  hole waits for it in ``latestOffset`` as a batch read does (up to ``broker.timeout``, then
+  :class:`~pyspark_gazette.errors.HoleInFlightError`) rather than end short of its target.
 
 Each micro-batch's journal ranges are cut at absolute multiples of ``maxPartitionBytes``
 (:func:`aligned_partitions`), and the pieces of many small journals are packed together
@@ -65,6 +76,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pyspark_gazette import testing
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.client.conn import backoff
 from pyspark_gazette.client.heads import HeadMode, HeadWatcher, concurrently, route_heads, write_head
@@ -75,6 +87,7 @@ from pyspark_gazette.errors import (
     JournalNotFoundError,
     SuspendedError,
     TransportError,
+    offset_ranges,
 )
 from pyspark_gazette.message import LINES, Framing, framing_by_name
 from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
@@ -93,6 +106,7 @@ from pyspark_gazette.spark.read.committed_task import read_committed_batches
 from pyspark_gazette.spark.read.pack import pack
 from pyspark_gazette.spark.read.plan import (
     GazettePartition,
+    Snapshot,
     fully_suspended_at,
     merge_broker_runs,
     segments,
@@ -114,6 +128,12 @@ _planner_clients: dict = {}
 _watchers: dict = {}
 #: Read-committed state scans of the next micro-batch, by (reader token, journal) (scan_ahead.py).
 _scans_ahead: dict = {}
+#: Snapshots ``latestOffset`` planned a journal's range from, by (reader token, journal): (begin,
+#: end, snapshot), for ``partitions`` of that range (one listing per journal and micro-batch).
+_planned: dict = {}
+#: A stream waiting at a hole lists the journal again at most this often (seconds): a trigger in
+#: between keeps it at the hole without a listing.
+HOLD_RECHECK = 5.0
 #: ``watchWriteHeads=auto`` watches the heads of a stream over at least this many journals: from
 #: here a sweep needs more than one window of :data:`~pyspark_gazette.client.heads.SWEEP_WINDOW`
 #: Reads, while the watches cost the brokers one idle stream each (docs/streaming.md).
@@ -207,6 +227,12 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: The journals' Etcd creation revisions (0: not reported) at the last listing of ``_heads``.
         self._created: dict[str, int] = {}
         self._token = os.urandom(8).hex()  # names this reader's watcher (the reader is pickled)
+        #: The journals at the last listing of ``_heads``, by name.
+        self._infos: dict = {}
+        #: Holes (journal, begin, end) the stream waits at, already logged.
+        self._held: set[tuple[str, int, int]] = set()
+        #: Journals waiting at a hole: (the hole's start, when to list it again).
+        self._holds: dict[str, tuple[int, float]] = {}
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -277,6 +303,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset, asked of no broker (:func:`fully_suspended_at`)."""
         infos = self._journals(client)
         self._created = {i.name: i.create_revision for i in infos}
+        self._infos = {i.name: i for i in infos}
         suspended = {i.name: at for i in infos if (at := fully_suspended_at(i)) is not None}
         heads = self._live_heads(client, [i.name for i in infos if i.name not in suspended], fresh)
         return {i.name: suspended[i.name] if i.name in suspended else heads[i.name] for i in infos}
@@ -338,6 +365,20 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._through_outages(lambda: self._latest_offset(start, limit))
 
     def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
+        while True:
+            end, held = self._latest_offset_once(start, limit)
+            if not held or self._target is None or end != start:
+                return end
+            # Trigger.AvailableNow, every journal at a hole not yet decidable: wait for the holes as
+            # a batch read does (up to broker.timeout, then HoleInFlightError) rather than end the
+            # query short of its target; once they are decided, plan again.
+            client = self._client()
+            for snap, s, e in held.values():
+                settle_range(client, snap, s, e, self.opts)
+
+    def _latest_offset_once(self, start: dict, limit: ReadLimit) -> tuple[dict, dict]:
+        """``latestOffset``'s answer, and the journals it holds at a hole not yet decidable:
+        (snapshot, begin, end) of the range each would have read."""
         end = dict(start)
         backlogs: dict[str, int] = {}
         client = self._client()
@@ -381,13 +422,15 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             and 0 < waiting < self.opts.min_bytes_per_trigger
             and time.monotonic() - self._last_batch < self.opts.max_trigger_delay
         ):
-            return dict(start)
+            return dict(start), {}
         if isinstance(limit, ReadMaxBytes):
             allowed = share_bytes(backlogs, limit.max_bytes)
         else:
             allowed = {j: b for j, b in backlogs.items() if b > 0}
         for journal, nbytes in allowed.items():
             end[journal] = offset_of(end[journal]) + nbytes
+        origin = {j: new[j] if j in new else offset_of(start[j]) for j in allowed}
+        held = self._hold_at_holes(client, origin, end)
         if self.opts.read_committed:
             # A re-created journal has no state yet: its batch only moves to its start.
             origin = {j: new[j] if j in new else end[j] if j in renewed else start[j] for j in end}
@@ -395,7 +438,57 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = {j: with_created(e, created.get(j, 0)) if j in heads else e for j, e in end.items()}
         if end != start:
             self._last_batch = time.monotonic()
-        return end
+        return end, held
+
+    def _hold_at_holes(self, client, origin: dict[str, int], end: dict) -> dict:
+        """Plan the range ``[origin, end)`` of each journal that moves (a fragment listing,
+        settled: :func:`~pyspark_gazette.spark.read.plan.take_snapshot`) and cap ``end`` (in
+        place) at the start of the first hole in it that cannot be judged lost yet (module
+        docstring). Returns the journals held, with (snapshot, begin, end) of the uncapped range.
+        The snapshots are kept for :meth:`partitions` of the same ranges."""
+        for key in [k for k in _planned if k[0] == self._token]:
+            del _planned[key]
+        moved = [j for j in sorted(origin) if j in self._infos and offset_of(end[j]) > origin[j]]
+        if self._target is None:  # a query that runs on: a hole is listed again every HOLD_RECHECK
+            now = time.monotonic()
+            for journal in [j for j in moved if j in self._holds and now < self._holds[j][1]]:
+                if origin[journal] <= self._holds[journal][0]:
+                    end[journal] = min(offset_of(end[journal]), self._holds[journal][0])
+                    moved.remove(journal)
+
+        def plan(journal: str) -> Snapshot | None:
+            try:
+                return take_snapshot(client, self._infos[journal], self.opts, need=end[journal], ask_primary=False)
+            except JournalNotFoundError:
+                return None  # deleted meanwhile: partitions() says so
+
+        held: dict = {}
+        for journal, snap in sweep(plan, moved).items():
+            if snap is None:
+                continue
+            s, e = origin[journal], offset_of(end[journal])
+            waiting = snap.settled.pending_in(s, e) if snap.settled is not None else []
+            if not waiting:
+                _planned[(self._token, journal)] = (s, e, snap)
+                self._holds.pop(journal, None)
+                continue
+            first = min(waiting)
+            end[journal] = max(s, first[0])
+            held[journal] = (snap, s, e)
+            self._holds[journal] = (end[journal], time.monotonic() + HOLD_RECHECK)
+            if (journal, *first) not in self._held:
+                self._held.add((journal, *first))
+                log.warning(
+                    "journal %r: offsets %s are in no fragment yet and are not judged lost: %s. The stream "
+                    "reads up to offset %d and waits there, trigger after trigger, until they are listed or "
+                    "judged lost; it does not skip them",
+                    journal,
+                    offset_ranges(waiting),
+                    snap.settled.why if snap.settled is not None else "",
+                    end[journal],
+                )
+            testing.settle_waiting(journal, waiting)
+        return held
 
     def _with_state(self, client, origin: dict, end: dict) -> dict:
         """``end`` with the sequencer's state at each journal's new offset (readCommitted): each
@@ -456,6 +549,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             info = infos.get(journal)
             if info is None:
                 return "the journal no longer exists"
+            planned = _planned.pop((self._token, journal), None)
+            if planned is not None and planned[:2] == (begin[journal], need[journal]):
+                return planned[2]  # latestOffset's plan of this very range
             try:
                 # The planned end was reached: holes below it that a member can still fill, and
                 # that this batch's range touches, are waited for, not skipped.
@@ -588,6 +684,8 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
     def stop(self) -> None:
+        for key in [k for k in _planned if k[0] == self._token]:
+            _planned.pop(key, None)
         for key in [k for k in _scans_ahead if k[0] == self._token]:
             ahead = _scans_ahead.pop(key, None)
             if ahead is not None:

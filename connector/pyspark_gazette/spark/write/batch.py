@@ -17,7 +17,8 @@ the option's journal fails the task before its batch is appended. What is writte
 
 A journal's framing is the ``framing`` option, else its ``content-type`` label. A missing
 journal fails the write, at planning for the ``journal`` option and in the task for column
-values, unless ``createJournals`` gives a spec template to create it with.
+values, unless ``createJournals`` gives a spec template to create it with; so does a read-only
+journal (``O_RDONLY`` in its spec's flags), before anything is appended.
 
 **Delivery semantics.** Journals are append-only, so ``mode("overwrite")`` is refused and
 nothing can be taken back:
@@ -55,6 +56,7 @@ from collections import defaultdict
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from pyspark_gazette import testing
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, OptionError
 from pyspark_gazette.message import TICK, Flags, build_uuid
@@ -62,7 +64,15 @@ from pyspark_gazette.spark import lineage
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.surface import plain
-from pyspark_gazette.spark.write.task import WritePlan, WriteTask, check_framing, pointer_prefix, resolve_journal
+from pyspark_gazette.spark.write import persisted
+from pyspark_gazette.spark.write.task import (
+    WritePlan,
+    WriteTask,
+    check_framing,
+    check_writable,
+    pointer_prefix,
+    resolve_journal,
+)
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +155,10 @@ class GazetteBatchWriter(DataSourceArrowWriter):
             lineage.check_target(options.journal, reads, options.connection.address)
             with JournalClient(options.connection.client_config()) as client:
                 info = resolve_journal(client, options.journal, options)
+            check_writable(info)
             lineage.check_target(options.journal, reads, options.connection.address, info)
+            if options.persisted:
+                persisted.check_journal(options.journal, info)
             framing = framing_of(info, options.framing)
             check_framing(options.journal, framing, plan)
             plan = dataclasses.replace(plan, framings=((options.journal, framing),))
@@ -183,8 +196,21 @@ class GazetteBatchWriter(DataSourceArrowWriter):
             len(journals),
             len(done),
         )
-        if self.options.transactional:
-            self._acknowledge(done)
+        acks = self._acknowledge(done) if self.options.transactional else []
+        if self.options.persisted:
+            self._wait_persisted([s for m in done for s in m.spans] + acks)
+
+    def _wait_persisted(self, spans: list[tuple[str, int, int]]) -> None:
+        """``commitWhen=persisted``: return once every span is persisted; raise naming what was lost."""
+        for journal in sorted({s[0] for s in spans}):
+            testing.rpc_hold("commit", journal, self.options.connection.address)
+        with JournalClient(self.options.connection.client_config(task=True)) as client:
+            lost = persisted.wait_all(client, spans)
+        if lost:
+            raise persisted.PersistedLostError(
+                "the write failed: " + persisted.lost_error("them", lost) + "; the other rows of the write stay"
+            )
+        log.info("gazette write persisted: %d span(s) in the fragment store", len(spans))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         done = [m for m in messages if isinstance(m, GazetteCommitMessage)]
@@ -197,16 +223,24 @@ class GazetteBatchWriter(DataSourceArrowWriter):
             what,
         )
 
-    def _acknowledge(self, done: list[GazetteCommitMessage]) -> None:
-        """Append one ACK_TXN message per (journal, producer): commits the chosen attempts."""
+    def _acknowledge(self, done: list[GazetteCommitMessage]) -> list[tuple[str, int, int]]:
+        """Append one ACK_TXN message per (journal, producer): commits the chosen attempts.
+        Returns the spans of the ACK appends.
+
+        The client waits out a broker restart for ``broker.timeout`` as the tasks' clients do
+        (the query's planning reached the address), rather than giving up after a few seconds
+        with rows appended but not acknowledged."""
         last: dict[str, dict[str, int]] = defaultdict(dict)
         for m in done:
             for journal, producer, clock in m.transactions:
                 last[journal][producer] = max(clock, last[journal].get(producer, 0))
         if not last:
-            return
+            return []
+        for journal in sorted(last):
+            testing.rpc_hold("commit", journal, self.options.connection.address)
+        spans = []
         head, tail = pointer_prefix(self.options.uuid_pointer)
-        with JournalClient(self.options.connection.client_config()) as client:
+        with JournalClient(self.options.connection.client_config(task=True)) as client:
             for journal, producers in sorted(last.items()):
                 docs = []
                 for producer, clock in sorted(producers.items()):
@@ -214,3 +248,5 @@ class GazetteBatchWriter(DataSourceArrowWriter):
                     docs.append(f'{head}{u}","ack":true{tail[1:]}}}\n'.encode())
                 frag = client.append(journal, b"".join(docs))
                 log.info("acknowledged %d producer(s) in %s at %d", len(docs), journal, frag.begin)
+                spans.append((journal, frag.begin, frag.end))
+        return spans

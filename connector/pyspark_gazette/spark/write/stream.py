@@ -29,6 +29,10 @@ Registers make a re-run safe, not the content durable: Gazette acknowledges an a
 its replicas' spools, and can lose it if every one of them dies before persisting it. The
 driver watches the spans its batches committed until they are persisted and fails the query,
 naming the journal, offsets and batch, if one is lost (:mod:`pyspark_gazette.spark.write.watch`).
+With ``commitWhen=persisted`` the commit instead waits until the batch's spans are persisted
+(:mod:`pyspark_gazette.spark.write.persisted`); a loss fails the micro-batch after recording, in
+the checkpoint directory, its lost and persisted partitions: the re-run appends the lost ones
+under the register value ``<batch>.<n>`` and skips the persisted ones.
 
 ``transactional`` is not supported for streams (the registers already make the rows
 exactly-once for every reader).
@@ -50,6 +54,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from pyspark_gazette import testing
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.errors import GazetteError, OptionError, RegisterMismatchError
 from pyspark_gazette.protocol import label_set, pb
@@ -57,7 +62,7 @@ from pyspark_gazette.protocol.labels import LabelError, validate_label
 from pyspark_gazette.spark.lineage import Read
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.surface import plain
-from pyspark_gazette.spark.write import watch
+from pyspark_gazette.spark.write import persisted, watch
 from pyspark_gazette.spark.write.batch import GazetteBatchWriter
 from pyspark_gazette.spark.write.encode import Framed
 from pyspark_gazette.spark.write.task import FAIL_ENV, WritePlan, WriteTask
@@ -73,6 +78,8 @@ Reads = tuple[tuple[str, Read], ...]
 KEY_PREFIX = "gzsink/"
 #: How many batch ids after the current one the register check also refuses.
 FUTURE_WINDOW = 64
+#: How many re-run values (``<batch>.<n>``) of the current batch a register check also refuses.
+LOST_WINDOW = 3
 #: Seconds a process reuses the write plan it built for the same options and schema.
 PLAN_TTL = 30.0
 _plans: dict[tuple[WriteOptions, str, Reads], tuple[float, WritePlan]] = {}
@@ -124,11 +131,22 @@ def register_key(query_id: str, partition: int) -> str:
     return key
 
 
-def register_guard(key: str, batch: int) -> tuple[pb.LabelSelector, pb.LabelSet]:
-    """(check_registers, union_registers) of an append of ``batch`` under ``key``."""
-    refused = [str(b) for b in range(batch, batch + FUTURE_WINDOW + 1)]
+def register_guard(
+    key: str, batch: int, lost: int = 0, *, reruns: bool = False
+) -> tuple[pb.LabelSelector, pb.LabelSet]:
+    """(check_registers, union_registers) of an append of ``batch`` under ``key``.
+
+    ``lost``: how many times ``commitWhen=persisted`` found this partition's append of ``batch``
+    lost (:mod:`pyspark_gazette.spark.write.persisted`); the append then writes the value
+    ``<batch>.<lost>``, which the lost append's ``<batch>`` does not refuse, and refuses itself
+    and the next values of the batch, so a second attempt of the re-run does not append again.
+    ``reruns`` (``commitWhen=persisted``): an append of ``batch`` also refuses those values."""
+    later = [str(b) for b in range(batch + 1, batch + FUTURE_WINDOW + 1)]
+    first = max(lost, 1)
+    retries = [f"{batch}.{n}" for n in range(first, first + LOST_WINDOW)] if lost or reruns else []
+    refused = ([] if lost else [str(batch)]) + retries + later
     check = pb.LabelSelector(exclude=label_set({key: refused}))
-    return check, label_set({key: str(batch)})
+    return check, label_set({key: f"{batch}.{lost}" if lost else str(batch)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,9 +169,19 @@ class StreamCommitMessage(WriterCommitMessage):
 class StreamWriteTask(WriteTask):
     """One task attempt of one micro-batch: spool per journal, then one guarded Append each."""
 
-    def __init__(self, plan: WritePlan, partition: int, attempt: int, key: str, batch: int):
+    def __init__(
+        self,
+        plan: WritePlan,
+        partition: int,
+        attempt: int,
+        key: str,
+        batch: int,
+        record: persisted.Record | None = None,
+    ):
         super().__init__(plan, partition, attempt)
         self.key, self.batch = key, batch
+        #: What ``commitWhen=persisted`` found of an earlier run of this batch (None: nothing lost).
+        self.record = record
         self.spools: dict[str, IO[bytes]] = {}
         self.skipped: list[str] = []
 
@@ -184,7 +212,26 @@ class StreamWriteTask(WriteTask):
     def _commit(self, journal: str) -> tuple[str, int, int] | None:
         spool = self.spools[journal]
         spool.seek(0)
-        check, union = register_guard(self.key, self.batch)
+        lost = 0
+        if self.record is not None:
+            if self.partition in self.record.persisted.get(journal, ()):
+                log.info(
+                    "%s holds batch %d of partition %d, persisted (checked by an earlier run): not appending again",
+                    journal,
+                    self.batch,
+                    self.partition,
+                )
+                self.skipped.append(journal)
+                return None
+            lost = self.record.lost.get(journal, {}).get(self.partition, 0)
+            if lost:
+                log.warning(
+                    "%s lost batch %d of partition %d before persisting it: appending it again",
+                    journal,
+                    self.batch,
+                    self.partition,
+                )
+        check, union = register_guard(self.key, self.batch, lost, reruns=self.opts.persisted)
         try:
             frag = self.client.append(journal, spool, check_registers=check, union_registers=union)
         except RegisterMismatchError as e:
@@ -205,7 +252,14 @@ class StreamWriteTask(WriteTask):
 class GazetteStreamWriter(DataSourceStreamArrowWriter):
     """The exactly-once streaming sink; see the module docstring."""
 
-    def __init__(self, options: WriteOptions, schema: StructType, overwrite: bool, reads: Reads = ()):
+    def __init__(
+        self,
+        options: WriteOptions,
+        schema: StructType,
+        overwrite: bool,
+        reads: Reads = (),
+        checkpoint: str | None = None,
+    ):
         if options.transactional:
             raise OptionError(
                 "transactional", "is for batch writes; streaming writes are exactly-once through journal registers"
@@ -215,8 +269,11 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
                 "Gazette journals are append-only: outputMode('complete') cannot replace their content; "
                 "use outputMode('append') or 'update'"
             )
+        #: commitWhen=persisted: the checkpoint directory, and what it records of lost batches.
+        self.records_dir = persisted.checkpoint_dir(checkpoint) if options.persisted else None
         self.plan = stream_plan(options, schema, reads)
         self.options = options
+        self.records = persisted.load_records(self.records_dir) if self.records_dir else {}
 
     def __repr__(self) -> str:
         return f"GazetteStreamWriter(journal={self.options.journal!r})"
@@ -235,7 +292,9 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
         partition, attempt, batch = ctx.partitionId(), ctx.attemptNumber(), int(batch_text)
         if partition == 0:
             testing_hold("task-start", batch, ctx)
-        task = StreamWriteTask(self.plan, partition, attempt, register_key(query, partition), batch)
+        task = StreamWriteTask(
+            self.plan, partition, attempt, register_key(query, partition), batch, self.records.get(batch)
+        )
         spans = task.run_stream(iterator)
         if partition == 0:
             testing_hold("task-end", batch, ctx)
@@ -259,10 +318,46 @@ class GazetteStreamWriter(DataSourceStreamArrowWriter):
             len(done),
             sum(len(m.skipped) for m in done),
         )
-        if done:  # raises if Gazette lost what an earlier micro-batch committed
-            spans = [(m.partition, *span) for m in done for span in m.spans]
+        spans = [(m.partition, *span) for m in done for span in m.spans]
+        for journal in sorted({j for _, j, _, _ in spans}):
+            testing.rpc_hold("commit", journal, self.options.connection.address)
+        if self.records_dir is not None:
+            self._wait_persisted(batchId, spans)
+        elif done:  # raises if Gazette lost what an earlier micro-batch committed
             watch.commit(self.options.connection, done[0].query, batchId, spans)
         testing_hold("commit-end", batchId)
+
+    def _wait_persisted(self, batch: int, spans: list[tuple[int, str, int, int]]) -> None:
+        """``commitWhen=persisted``: return once the batch's appends are persisted. When some are
+        lost, record which partitions were lost and which persisted (in the checkpoint
+        directory, for the batch's re-run) and raise :class:`~.watch.CommittedDataLost`."""
+        assert self.records_dir is not None
+        lost = persisted.wait_all(watch.client(self.options.connection), [s[1:] for s in spans])
+        if not lost:
+            log.info("gazette stream batch %d persisted: %d append(s)", batch, len(spans))
+            return
+        record = persisted.load_records(self.records_dir).get(batch) or persisted.Record()
+        again: list[str] = []
+        for partition, journal, begin, end in spans:
+            if any(b < end and begin < e for b, e in lost.get(journal, [])):
+                times = record.lost.setdefault(journal, {})
+                times[partition] = times.get(partition, 0) + 1
+                record.persisted.get(journal, set()).discard(partition)
+                again.append(f"partition {partition} ({journal}, offsets {begin}-{end})")
+            else:
+                record.persisted.setdefault(journal, set()).add(partition)
+        persisted.save_record(self.records_dir, batch, record)
+        raise watch.CommittedDataLost(
+            f"micro-batch {batch} is not committed: "
+            + persisted.lost_error("its appends", lost)
+            + (
+                f". Started again from its checkpoint, the query re-runs micro-batch {batch} and appends "
+                + ", ".join(again)
+                + " once more; its persisted partitions are not appended again"
+                if again
+                else ""
+            )
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
         done = [m for m in messages if isinstance(m, StreamCommitMessage)]

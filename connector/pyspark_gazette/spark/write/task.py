@@ -29,6 +29,7 @@ from pyspark_gazette.errors import (
     FramingError,
     GazetteError,
     JournalNotFoundError,
+    JournalReadOnlyError,
     SpecError,
     SpecRefusedError,
     TransportError,
@@ -44,11 +45,13 @@ from pyspark_gazette.message import (
     new_producer_id,
     set_uuid_at,
 )
+from pyspark_gazette.protocol.specs import O_RDONLY
 from pyspark_gazette.spark.lineage import SOURCE_HINT
 from pyspark_gazette.spark.options import WriteOptions
 from pyspark_gazette.spark.options.templates import spec_from_template, spec_template
 from pyspark_gazette.spark.resolve import framing_of
 from pyspark_gazette.spark.write.encode import Framed, frame_values, json_lines, uuid_strings
+from pyspark_gazette.spark.write.persisted import check_journal as check_persistable
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,12 @@ def resolve_journal(client: JournalClient, journal: str, options: WriteOptions) 
             f"option 'createJournals': the broker refused the spec of journal {journal!r}: {e.details}"
         ) from None
     return client.get_journal(journal)
+
+
+def check_writable(info: JournalInfo) -> None:
+    """Raise :class:`JournalReadOnlyError` if the journal's flags forbid appends (``O_RDONLY``)."""
+    if info.spec.flags & O_RDONLY:
+        raise JournalReadOnlyError(info.name, info.spec.flags)
 
 
 def check_framing(journal: str, framing: Framing, plan: WritePlan) -> None:
@@ -207,6 +216,9 @@ class WriteTask:
         framing = self.framings.get(journal)
         if framing is None:
             info = resolve_journal(self.client, journal, self.opts)
+            check_writable(info)
+            if self.opts.persisted:
+                check_persistable(journal, info)
             framing = framing_of(info, self.opts.framing)
             check_framing(journal, framing, self.plan)
             self.framings[journal] = framing

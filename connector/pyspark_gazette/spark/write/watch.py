@@ -92,11 +92,13 @@ _clients: dict[Any, JournalClient] = {}
 _lock = threading.Lock()
 
 
-def _client(connection: Any) -> JournalClient:
+def client(connection: Any) -> JournalClient:
     with _lock:
         client = _clients.get(connection)
         if client is None:
-            client = _clients[connection] = JournalClient(connection.client_config())
+            # The query's planning reached the address: a broker restarting is waited for
+            # broker.timeout, as the tasks' clients do, not given up on after a few seconds.
+            client = _clients[connection] = JournalClient(connection.client_config(task=True))
         return client
 
 
@@ -124,9 +126,7 @@ def commit(connection: Any, query: str, batch: int, spans: Iterable[tuple[int, s
             state.low, state.end, state.spans = None, 0, []  # reported once
         if state.low is not None and state.low < state.end:
             try:
-                state.low, state.token, gone = _look_for(
-                    _client(connection), journal, state.low, state.end, state.token
-                )
+                state.low, state.token, gone = _look_for(client(connection), journal, state.low, state.end, state.token)
             except GazetteError as e:
                 log.warning("journal %r: could not list its fragments to check committed offsets: %s", journal, e)
                 gone = []
@@ -193,7 +193,7 @@ def _look_for(
 ) -> tuple[int, int, list[tuple[int, int]]]:
     """(the new start, its token, the holes of ``[low, high)`` that outlast ``broker.timeout``)."""
     conns = client.conns
-    frags = client.list_fragments(journal, start=token)
+    frags = client.list_fragments(journal, start=token, attempts=None)
     missing = holes(frags, low, high)
     if missing:
         budget = conns.config.broker_timeout
@@ -209,5 +209,5 @@ def _look_for(
                 break
             attempt += 1
             time.sleep(backoff(attempt))
-            frags += client.list_fragments(journal, start=token)
+            frags += client.list_fragments(journal, start=token, attempts=None)
     return (*persisted_to(frags, low), missing)
