@@ -26,6 +26,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # time": test_quickstart.py 398 s -> 222 s). Set JAVA_TOOL_OPTIONS (even empty) to
 # choose otherwise. Each JVM notes the setting on its stderr ("Picked up JAVA_TOOL_OPTIONS").
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# The package's fault hooks (pyspark_gazette.testing) are off unless this is set when the package
+# is imported: set here, before any test imports it, so this process and every process it starts
+# (Spark's JVM and Python workers, brokers, child scripts) have them armed.
+os.environ["PYSPARK_GAZETTE_TESTING_HOOKS"] = "1"
 # Parallel test processes (pytest-xdist workers) keep the fault hooks' files apart
 # (pyspark_gazette.testing.SETTLE_DIR); set before any SparkSession starts, so its workers see it.
 if os.environ.get("PYTEST_XDIST_WORKER"):

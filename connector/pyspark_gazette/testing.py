@@ -1,6 +1,11 @@
 """Every test hook of the package, in one place (fault injection for the test suite only).
 
-Production code calls these at fixed points; each is a no-op unless a test armed it:
+Production code calls these at fixed points. All of them are off unless the process was started
+with :data:`HOOKS_ENV` set to ``1`` (read once, when this module is imported): off, each call
+returns at once and touches no file, no environment variable and no Spark property, so nothing
+outside the process (a file in a shared folder, say) can make a job pause or fail. The test suite
+sets the variable for itself and every process it starts (tests/conftest.py). Armed, each hook is
+still a no-op unless a test armed it:
 
 * :data:`STREAM_HOLD_ENV` / :func:`stream_hold`: the streaming sink blocks at a phase of a
   micro-batch (tests/unit/test_testing.py, the chaos and cluster tests);
@@ -29,6 +34,12 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+#: ``1`` in a process's environment when it imports the package arms the hooks below; anything
+#: else (the default: unset) leaves every hook a no-op for the life of the process.
+HOOKS_ENV = "PYSPARK_GAZETTE_TESTING_HOOKS"
+#: Whether this process's hooks are armed (:data:`HOOKS_ENV`, read once, at import).
+ENABLED = os.environ.get(HOOKS_ENV) == "1"
+
 #: ``<phase>:<batch>:<dir>`` touches ``<dir>/<phase>-<batch>`` and then blocks forever when the
 #: sink reaches ``phase`` (``task-start`` / ``task-end`` in partition 0's task, ``commit-start`` /
 #: ``commit-end`` on the driver) of micro-batch ``batch``.
@@ -39,6 +50,8 @@ FAIL_FIRST_ATTEMPT_ENV = "PYSPARK_GAZETTE_TESTING_FAIL_FIRST_ATTEMPT_AFTER_ROWS"
 
 def fail_first_attempt_after(partition: int, attempt: int) -> int:
     """Rows after which this task attempt fails (0: never), from :data:`FAIL_FIRST_ATTEMPT_ENV`."""
+    if not ENABLED:
+        return 0
     return int(os.environ.get(FAIL_FIRST_ATTEMPT_ENV) or 0) if partition == 0 and attempt == 0 else 0
 
 
@@ -50,6 +63,8 @@ def stream_hold(phase: str, batch: int, ctx: Any = None) -> None:
     The first process to reach the point writes its PID to ``folder/phase-batch`` and blocks
     until the test kills it; later ones (a retry on another executor) go on.
     """
+    if not ENABLED:
+        return
     spec = os.environ.get(STREAM_HOLD_ENV) or (ctx.getLocalProperty(STREAM_HOLD_ENV) if ctx is not None else None)
     if not spec:
         return
@@ -80,7 +95,7 @@ def hold_rpc(core: Any, what: str, journal: str) -> None:
     naming the journal announces the hold, so a test knows the RPC is mid-stream and can kill the
     broker at exactly that point (see tests/spark/test_faults_broker.py).
     """
-    if core.hold_dir is None or not os.path.exists(os.path.join(core.hold_dir, "armed")):
+    if not ENABLED or core.hold_dir is None or not os.path.exists(os.path.join(core.hold_dir, "armed")):
         return
     fd, _ = tempfile.mkstemp(prefix=f"{what}-", dir=core.hold_dir)
     os.write(fd, journal.encode())
@@ -97,8 +112,17 @@ def hold_rpc(core: Any, what: str, journal: str) -> None:
 #: ``PYSPARK_GAZETTE_TESTING_DIR``, when set before Spark starts, moves it: parallel test processes
 #: (pytest-xdist workers) each get their own, so hooks armed in one never fire in the other.
 SETTLE_DIR = os.environ.get("PYSPARK_GAZETTE_TESTING_DIR") or os.path.join(
-    "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir(), "pyspark-gazette-testing-settle"
+    "/tmp" if not ENABLED or os.path.isdir("/tmp") else tempfile.gettempdir(), "pyspark-gazette-testing-settle"
 )
+
+
+def _require_enabled(what: str) -> None:
+    """Arming a hook in a process whose hooks are off would silently do nothing: say so."""
+    if not ENABLED:
+        raise RuntimeError(
+            f"{what}: the test hooks are off in this process; set {HOOKS_ENV}=1 in its environment "
+            "before pyspark_gazette is imported (and in the processes it starts)"
+        )
 
 
 def _settle_name(journal: str) -> str:
@@ -108,6 +132,7 @@ def _settle_name(journal: str) -> str:
 def arm_settle_wait(journal: str) -> str:
     """Arm :func:`settle_waiting` for ``journal``: returns the path of the marker file it will
     create when planning starts waiting on a hole of that journal."""
+    _require_enabled("arm_settle_wait")
     os.makedirs(SETTLE_DIR, exist_ok=True)
     armed = os.path.join(SETTLE_DIR, _settle_name(journal) + ".armed")
     open(armed, "w").close()
@@ -128,6 +153,8 @@ def disarm_settle_wait(journal: str) -> None:
 def settle_waiting(journal: str, holes: list[tuple[int, int]]) -> None:
     """Called by client/settle.py as planning starts waiting on ``holes`` of ``journal``: writes
     the marker (the PID and the holes) when :func:`arm_settle_wait` armed the journal."""
+    if not ENABLED:
+        return
     base = os.path.join(SETTLE_DIR, _settle_name(journal))
     if not os.path.exists(base + ".armed"):
         return
@@ -149,6 +176,7 @@ def arm_hold(kind: str, journal: str) -> tuple[str, str]:
     the held caller writes, the file whose creation releases it)."""
     if kind not in HOLD_KINDS:
         raise ValueError(f"hold kind {kind!r}: expected one of {', '.join(HOLD_KINDS)}")
+    _require_enabled("arm_hold")
     os.makedirs(SETTLE_DIR, exist_ok=True)
     base = _hold_base(kind, journal)
     for suffix in ("-held", "-release"):
@@ -181,12 +209,16 @@ HOLD_KINDS = ("read", "heads", "append", "commit")
 
 
 def hold_armed(kind: str, journal: str) -> bool:
+    if not ENABLED:
+        return False
     return os.path.exists(_hold_base(kind, journal) + "-armed")
 
 
 def armed_journals(kind: str) -> frozenset[str]:
     """The journals a ``kind`` hold is armed for (one directory listing: for callers that would
     otherwise look once per journal, such as a sweep over thousands)."""
+    if not ENABLED:
+        return frozenset()
     try:
         names = os.listdir(SETTLE_DIR)
     except FileNotFoundError:
@@ -200,6 +232,8 @@ def rpc_hold(kind: str, journal: str, endpoint: str, *detail: int) -> None:
     (:func:`arm_hold`), the first caller to get here writes the marker (PID, ``detail``,
     endpoint) and waits for the release file (or the disarming, at most 10 minutes); others
     go on."""
+    if not ENABLED:
+        return
     base = _hold_base(kind, journal)
     if not os.path.exists(base + "-armed"):
         return

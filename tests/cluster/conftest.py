@@ -191,6 +191,8 @@ def spark(cluster, network):
         .config("spark.driver.host", network.gateway)
         .config("spark.driver.bindAddress", network.gateway)
         .config("spark.pyspark.python", cluster.python)
+        # The workers' environment is built from nothing: the fault hooks need their switch.
+        .config("spark.executorEnv.PYSPARK_GAZETTE_TESTING_HOOKS", "1")
         .config("spark.executor.memory", "512m")
         .config("spark.executor.cores", "1")
         .config("spark.ui.enabled", "false")

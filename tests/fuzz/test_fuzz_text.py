@@ -29,6 +29,7 @@ from pyspark.sql.types import (
 
 from pyspark_gazette.broker.specs import validate_journal_name
 from pyspark_gazette.client.specs import load_specs, parse_duration
+from pyspark_gazette.errors import GazetteError, MessageDecodeError
 from pyspark_gazette.message.uuids import (
     build_uuid,
     extract_uuid_json,
@@ -39,6 +40,7 @@ from pyspark_gazette.message.uuids import (
 from pyspark_gazette.protocol import label_set, pb
 from pyspark_gazette.protocol.labels import format_selector, matches, parse_selector
 from pyspark_gazette.spark.read.typed import TypedDecoder
+from typedjson import plain
 
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
@@ -166,6 +168,8 @@ TYPED = StructType(
         StructField("b", BooleanType()),
         StructField("s", StringType()),
         StructField("dec", DecimalType(10, 2)),
+        StructField("dec38", DecimalType(38, 0)),  # the bound, 10^38, is past every decimal128
+        StructField("frac", DecimalType(38, 36)),  # pyarrow wraps some numbers scaled up this far
         StructField("ts", TimestampType()),
         StructField("day", DateType()),
         StructField("arr", ArrayType(LongType())),
@@ -174,8 +178,14 @@ TYPED = StructType(
         StructField("_corrupt_record", StringType()),
     ]
 )
-FIELD_VALUES = JSON | st.sampled_from(
-    ["2024-01-02T03:04:05Z", "2024-13-45", "NaN", "1e400", "12345678901.234", "", "  ", "2024", "+01:00"]
+FIELD_VALUES = (
+    JSON
+    | st.sampled_from(
+        ["2024-01-02T03:04:05Z", "2024-13-45", "NaN", "1e400", "12345678901.234", "", "  ", "2024", "+01:00"]
+    )
+    | st.sampled_from([12345, 10**38 - 1, -(10**38) + 1, 10**38, 0.5, 99999999.995, 1e-38, "9" * 38, 2995, 99])
+    | st.integers(-(10**12), 10**12)
+    | st.integers(-(10**40), 10**40)
 )
 RECORD = st.one_of(
     st.dictionaries(st.sampled_from(TYPED.fieldNames() + ["zz"]), FIELD_VALUES, max_size=6).map(
@@ -186,15 +196,83 @@ RECORD = st.one_of(
 )
 
 
+def seen(outcome):
+    """What a decoding gave, compared exactly: the rows, or the record a decode error names."""
+    if isinstance(outcome, MessageDecodeError):
+        return ("raised", outcome.index)
+    return None if outcome is None else plain(outcome)
+
+
 @FUZZ
 @given(
     records=st.lists(RECORD, min_size=1, max_size=12), mode=st.sampled_from(["PERMISSIVE", "DROPMALFORMED", "FAILFAST"])
 )
 def test_typed_json_decoding(fuzz, records, mode):
-    dec = TypedDecoder(TYPED, mode=mode)
+    """Both engines of this schema (pyarrow's reader with the per-record rules behind it, and
+    the per-record rules alone) give the same batch, or in FAILFAST a decode error naming the
+    same record: any other error of either, ours or not, fails the case."""
+    dec, rules = TypedDecoder(TYPED, mode=mode), TypedDecoder(TYPED, mode=mode)
+    rules._all_python = True
     values = pa.array([r.replace(b"\n", b" ") for r in records], pa.binary())
     batch = fuzz.run(f"typed.TypedDecoder[{mode}]", lambda: dec.decode(values, {}))
+    alone = fuzz.run(f"typed.TypedDecoder[{mode}, per record]", lambda: rules.decode(values, {}))
+    for got in (batch, alone):
+        if isinstance(got, GazetteError):
+            assert mode == "FAILFAST" and isinstance(got, MessageDecodeError), f"{type(got).__name__}: {got}"
+    assert seen(batch) == seen(alone)  # the per-record rules are the reference of the engines
+    assert dec.errors == rules.errors
     if isinstance(batch, pa.RecordBatch):
         assert batch.schema == dec.out_schema
         if mode == "DROPMALFORMED":
             assert batch.column("_corrupt_record").null_count == batch.num_rows
+
+
+DECIMALS = StructType(
+    [
+        StructField("p10s2", DecimalType(10, 2)),
+        StructField("p38s0", DecimalType(38, 0)),  # its bound, 10^38, is past every decimal128
+        StructField("p38s2", DecimalType(38, 2)),
+        StructField("p38s36", DecimalType(38, 36)),  # pyarrow's reader wraps 12345 scaled up this far
+        # (no scale 38: it sends every record to the per-record rules, leaving nothing to compare)
+        StructField("p20s19", DecimalType(20, 19)),
+        StructField("_corrupt_record", StringType()),
+    ]
+)
+
+
+@st.composite
+def decimal_text(draw) -> str:
+    """A JSON number (or numeric string) of 1-45 digits around the point, at times an exponent."""
+    digits = st.text(alphabet="0123456789", min_size=1, max_size=45)
+    text = draw(st.sampled_from(["", "-"])) + draw(digits)
+    if draw(st.booleans()):
+        text += "." + draw(digits)
+    if draw(st.integers(0, 4)) == 0:
+        text += "e" + str(draw(st.integers(-45, 45)))
+    if len(text.lstrip("-")) > 1 and text.lstrip("-")[0] == "0" and text.lstrip("-")[1] != ".":
+        text = text.replace("0", "1", 1)  # no leading zeros (not JSON)
+    return json.dumps(text) if draw(st.integers(0, 5)) == 0 else text
+
+
+DECIMAL_RECORD = st.dictionaries(
+    st.sampled_from(DECIMALS.fieldNames()[:-1]), decimal_text(), min_size=1, max_size=3
+).map(lambda d: ("{" + ",".join(f'"{k}":{v}' for k, v in d.items()) + "}").encode())
+
+
+@FUZZ
+@given(records=st.lists(DECIMAL_RECORD, min_size=1, max_size=12), mode=st.sampled_from(["PERMISSIVE", "FAILFAST"]))
+def test_typed_decimals_on_both_engines(fuzz, records, mode):
+    """Decimals at every edge of their type: pyarrow's reader (with the per-record rules behind
+    it) gives what the per-record rules give alone, and neither raises anything but a decode
+    error (FAILFAST)."""
+    dec, rules = TypedDecoder(DECIMALS, mode=mode), TypedDecoder(DECIMALS, mode=mode)
+    assert not dec._all_python
+    rules._all_python = True
+    values = pa.array(records, pa.binary())
+    batch = fuzz.run(f"typed.decimals[{mode}]", lambda: dec.decode(values, {}))
+    alone = fuzz.run(f"typed.decimals[{mode}, per record]", lambda: rules.decode(values, {}))
+    for got in (batch, alone):
+        if isinstance(got, GazetteError):
+            assert mode == "FAILFAST" and isinstance(got, MessageDecodeError), f"{type(got).__name__}: {got}"
+    assert seen(batch) == seen(alone)
+    assert dec.errors == rules.errors

@@ -308,3 +308,56 @@ def test_edge_values_equal_spark_json_whatever_the_batch(spark, tmp_path, monkey
     for line, want in zip(EDGE_LINES, expected, strict=True):
         batch = TypedDecoder(EDGE_SCHEMA).decode(pa.array([line.encode(), *others], pa.binary()), {})
         assert exact(batch.to_pylist()[0]) == exact(want), line[:60]
+
+
+DECIMAL_SCHEMA = StructType(
+    [
+        StructField("k", LongType()),
+        StructField("a", DecimalType(38, 0)),
+        StructField("b", DecimalType(38, 2)),
+        StructField("c", DecimalType(38, 38)),
+        StructField("e", DecimalType(5, 2)),
+        StructField("_corrupt_record", StringType()),
+    ]
+)
+_NINES = "9" * 38
+DECIMAL_VALUES = {
+    "a": ["12345", '"12345"', _NINES, "-" + _NINES, "1" + "0" * 38, "0.5", "-2.5", "1e37", "1E38", '"1e2"'],
+    "b": ["12345", "1.005", "9" * 36 + ".994", "9" * 36 + ".995", "-0.001", '"-1.5"', "9" * 37, "2" + "0" * 36],
+    "c": ["0.5", "0." + _NINES, "0." + _NINES + "5", "-0." + "0" * 37 + "5", "1", "0", "2995", "9", "-2"],
+    "e": ["999.99", "999.994", "999.995", "-999.995", "0.005", '"12.345"'],
+}
+DECIMAL_LINES = [
+    f'{{"k":{i},"{field}":{value}}}'
+    for i, (field, value) in enumerate((f, v) for f, values in DECIMAL_VALUES.items() for v in values)
+]
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["C scanner on", "pure Python"])
+@pytest.mark.parametrize("beside", ["alone", "malformed", "plain", "together"])
+def test_decimals_at_the_edges_of_their_precision_equal_spark_json(spark, tmp_path, monkeypatch, native, beside):
+    """``DECIMAL(38, s)`` (whose bound, 10^(38-s), no 38-digit decimal holds), values of 38
+    digits, values that round past the precision (malformed, as in Spark), numbers that scaled
+    up pass 128 bits (pyarrow's reader wraps them: 2995 as ``DECIMAL(38, 38)``): each line decoded
+    alone, beside a malformed record, among plain records, and all in one batch, equals
+    ``spark.read.json`` of it; none raises."""
+    import pyarrow as pa
+
+    from pyspark_gazette.native import NATIVE_ENV
+    from pyspark_gazette.spark.read.typed import TypedDecoder
+
+    monkeypatch.setenv(NATIVE_ENV, native)
+    path = tmp_path / "decimals.json"
+    path.write_text("\n".join(DECIMAL_LINES) + "\n")
+    expected = [r.asDict() for r in spark.read.schema(DECIMAL_SCHEMA).json(str(path)).collect()]
+    assert expected[0]["a"] == 12345  # the single record of the report
+    if beside == "together":
+        batch = TypedDecoder(DECIMAL_SCHEMA).decode(pa.array([x.encode() for x in DECIMAL_LINES], pa.binary()), {})
+        assert batch.to_pylist() == expected
+        return
+    others = {"alone": [], "malformed": [b'{"k":"x"}'], "plain": [b'{"k":0,"a":1,"b":2.5,"c":0.25,"e":1}'] * 100}[
+        beside
+    ]
+    for line, want in zip(DECIMAL_LINES, expected, strict=True):
+        batch = TypedDecoder(DECIMAL_SCHEMA).decode(pa.array([line.encode(), *others], pa.binary()), {})
+        assert batch.to_pylist()[0] == want, line

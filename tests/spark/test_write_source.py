@@ -166,3 +166,32 @@ def test_a_flow_collection_read_written_back_into_its_journals_is_refused(spark,
         write(df.select("value"), broker, journal=journal).save()
     assert client.read_all(journal) == b""
     write(df.select("value"), broker, journal="acme/copy").save()  # an empty collection: nothing to copy
+
+
+def test_files_written_from_a_read_carry_no_credentials_of_its_broker_address(
+    spark, broker, client, create_journal, tmp_path
+):
+    """A read's marks are kept in a Parquet file's footer with the schema: a broker address given
+    with a user and password, a token in its query and a signed store endpoint leaves none of
+    them in the written files, while the mark is there and still refuses a write to the source."""
+    create_journal("shop/orders")
+    fill(client, "shop/orders")
+    scheme, _, hostport = broker.address.rpartition("://")
+    secret = f"{scheme or 'http'}://reader:secretpw@{hostport}/?token=secretpw&sig=secretpw"
+    df = (
+        spark.read.format("gazette")
+        .option("broker.address", secret)
+        .option("store.s3.endpoint", "http://key:secretpw@s3.invalid:9000")
+        .load("shop/orders")
+    )
+    assert sorted(json.loads(v)["order"] for v in df.selectExpr("CAST(value AS STRING)").toPandas()["value"]) == [
+        r["order"] for r in LINES
+    ]
+    out = tmp_path / "out.parquet"
+    df.write.parquet(str(out))
+    written = [p.read_bytes() for p in out.rglob("*") if p.is_file()]
+    assert any(b"pyspark_gazette.read" in b for b in written)  # the marks are in the footers
+    assert sum(b.count(b"secretpw") + b.count(b"reader") for b in written) == 0
+    assert "secretpw" not in df.schema.json()
+    with pytest.raises(Exception, match=refused("shop/orders")):  # the same brokers, given plainly
+        write(spark.read.parquet(str(out)), broker).save()

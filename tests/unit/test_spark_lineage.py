@@ -65,3 +65,44 @@ def test_the_options_digest_leaves_secrets_out():
     """Marks are visible in every schema (and in files Spark writes): no secret goes in."""
     assert lineage.fingerprint({"broker.authToken": "s3cr3t", "path": "a"}) == lineage.fingerprint({"PATH": "a"})
     assert lineage.fingerprint({"path": "a"}) != lineage.fingerprint({"path": "b"})
+
+
+SECRET_ADDRESSES = [
+    ("http://user:secretpw@a:1", "http://a:1"),
+    ("https://secretpw@a:443/", "https://a:443"),
+    ("http://a:1/?token=secretpw&X-Amz-Signature=secretpw#secretpw", "http://a:1"),
+    ("user:secretpw@a:1", "a:1"),
+    ("unix:///run/gazette.sock?access_token=secretpw", "unix:///run/gazette.sock"),
+]
+
+
+@pytest.mark.parametrize(("given", "kept"), SECRET_ADDRESSES)
+def test_marks_keep_no_user_info_token_or_signature_of_the_broker_address(given, kept):
+    """A mark travels with the data (Parquet footers keep it): what the address was given with
+    to authenticate stays out, and the same brokers given without it still compare equal."""
+    options = {
+        "broker.address": f"{given},http://b:2",
+        "store.s3.endpoint": "http://key:secretpw@s3:9000/?sig=secretpw",
+    }
+    schema = marked(options=options)
+    text = schema.json()
+    assert "secretpw" not in text and "user" not in text
+    (_, read), *_ = lineage.marks(schema, {})
+    assert read.brokers == tuple(sorted((kept, "http://b:2")))
+    with pytest.raises(GazetteError, match="allowWriteToSource"):
+        lineage.check_routing("journal", lineage.marks(schema, {}), f"http://b:2,{kept}")
+
+
+def test_the_options_digest_is_blind_to_credentials_in_values():
+    """The digest is no oracle for a password either: values with and without credentials agree."""
+    bare = {"broker.address": "http://a:1", "store.s3.endpoint": "http://s3:9000/?region=x"}
+    with_secrets = {
+        "broker.address": "http://user:secretpw@a:1",
+        "store.s3.endpoint": "http://key:other@s3:9000/?region=x&X-Amz-Signature=abc",
+    }
+    redacted = {**bare, "store.s3.endpoint": "http://s3:9000/?region=x&X-Amz-Signature=REDACTED"}
+    assert lineage.fingerprint(with_secrets) == lineage.fingerprint(redacted)
+    assert lineage.fingerprint({"broker.address": "http://user:pw1@a:1"}) == lineage.fingerprint(
+        {"broker.address": "http://user:pw2@a:1"}
+    )
+    assert lineage.fingerprint(bare) != lineage.fingerprint({**bare, "broker.address": "http://a:2"})

@@ -120,6 +120,10 @@ def test_every_type_per_record_path_agrees():
         (DecimalType(5, 2), "1.235", Decimal("1.24")),
         (DecimalType(5, 2), '"-1.5"', Decimal("-1.50")),
         (DecimalType(5, 2), "1e2", Decimal("100.00")),
+        (DecimalType(38, 0), "12345", Decimal("12345")),  # a bound of 10^38 no decimal128 holds
+        (DecimalType(38, 0), "9" * 38, Decimal("9" * 38)),  # past the default context's 28 digits
+        (DecimalType(38, 0), "-" + "9" * 37 + ".5", Decimal("-1" + "0" * 37)),
+        (DecimalType(38, 38), "0.5", Decimal("0.5" + "0" * 37)),
         (TimestampType(), "1700000000", dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)),
         (TimestampType(), '"2024"', dt.datetime(2024, 1, 1, tzinfo=UTC)),
         (TimestampType(), '"2024-1-2 3:4:5.1234567"', dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)),
@@ -153,6 +157,9 @@ def test_spark_coercions(t, doc, want):
         (DoubleType(), '"3"'),
         (DoubleType(), '""'),
         (DecimalType(5, 2), "1234.5"),
+        (DecimalType(5, 2), "999.995"),  # rounds past the precision
+        (DecimalType(38, 0), "1" + "0" * 38),
+        (DecimalType(38, 38), "0." + "9" * 38 + "5"),
         (DecimalType(5, 2), '"abc"'),
         (BinaryType(), '"!!!"'),
         (DateType(), "19000"),

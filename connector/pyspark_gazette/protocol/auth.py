@@ -3,14 +3,17 @@
 A Gazette cluster started with ``--auth-keys`` (facts sheet section 1, "Auth") requires every
 RPC to carry ``authorization: Bearer <JWT>``. The JWT is signed with a pre-shared key; its
 claims grant capabilities (``cap``, a bitmask) over the journals matched by a label selector
-(``sel``), until ``exp``. This module is the stdlib-only part: parse keys, sign and verify
-tokens, check capabilities and selectors. It knows nothing of gRPC and is shared by both sides:
-the CLI mints tokens with it, the broker verifies them (its servicer's glue is
+(``sel``), until ``exp``. This module parses keys, signs and verifies tokens, and checks
+capabilities and selectors. It knows nothing of gRPC and is shared by both sides: the CLI mints
+tokens with it, the broker verifies them (its servicer's glue is
 :mod:`pyspark_gazette.broker.authz`).
 
-Verification follows Gazette (golang-jwt v5 with these options): algorithm HS256 or HS384,
+Tokens are signed and verified by PyJWT, as Gazette has golang-jwt v5 do it, with Gazette's
+options: algorithm HS256 or HS384 (no other is even known to the verifier, ``none`` included),
 any of the keys may verify, ``exp`` is required, ``iat`` and ``nbf`` are checked when present,
-all with 5 seconds of leeway. Tokens, keys and signatures never appear in messages or reprs.
+all with 5 seconds of leeway, against the clock. A token valid until ``exp`` is refused from
+``exp + 5 s`` on, as golang-jwt refuses it. Keys of any length are taken, as Gazette takes
+them. Tokens, keys and signatures never appear in messages or reprs.
 
 Keys are given like Gazette's ``--auth-keys``: base64 (standard alphabet) separated by
 whitespace and/or commas; the first signs, every key verifies. The special key ``AA==`` (one
@@ -23,14 +26,15 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import hashlib
-import hmac
 import json
 import re
 import secrets
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import jwt
+from jwt.algorithms import HMACAlgorithm
 
 from pyspark_gazette.errors import AuthError
 from pyspark_gazette.protocol import pb
@@ -46,8 +50,32 @@ LEEWAY = 5.0
 #: The key that admits requests carrying no token (base64 of one zero byte).
 ALLOW_MISSING_KEY = "AA=="
 
-_ALGORITHMS = {"HS256": hashlib.sha256, "HS384": hashlib.sha384}
-_B64URL = re.compile(r"^[A-Za-z0-9_-]*$")
+#: The algorithms Gazette signs and verifies with (golang-jwt's ``WithValidMethods``).
+ALGORITHMS = ("HS256", "HS384")
+
+
+class _AnyLengthHMAC(HMACAlgorithm):
+    """PyJWT's HMAC, without its warning for keys shorter than the digest: Gazette takes keys
+    of any length, and so do we (a key's strength is its operator's choice)."""
+
+    def check_key_length(self, key: bytes) -> str | None:
+        return None
+
+
+_ALGORITHM_LIST = list(ALGORITHMS)
+#: A signer and verifier that knows Gazette's algorithms and no other.
+_JWS = jwt.PyJWS(algorithms=[])
+for _name, _digest in zip(ALGORITHMS, (HMACAlgorithm.SHA256, HMACAlgorithm.SHA384), strict=True):
+    _JWS.register_algorithm(_name, _AnyLengthHMAC(_digest))
+#: PyJWT's claim checks (``exp`` required; ``exp``, ``iat``, ``nbf`` against the clock), run once
+#: :data:`_JWS` has verified the signature.
+_CLAIMS_OPTIONS: Any = {
+    "verify_signature": False,
+    "verify_exp": True,
+    "verify_iat": True,
+    "verify_nbf": True,
+    "require": ["exp"],
+}
 
 
 class TokenError(AuthError):
@@ -215,26 +243,12 @@ def selector_from_json(value: Any) -> pb.LabelSelector:
 # Signing and verification.
 
 
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64url(part: str) -> bytes:
-    if not _B64URL.match(part):
-        raise ValueError("not base64url")
-    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-
-
 def sign(payload: Mapping[str, Any], key: bytes | str | KeySet, *, alg: str = "HS256") -> str:
     """A compact JWT of ``payload`` signed with ``key`` (raw bytes, or base64 text / a KeySet)."""
-    digest = _ALGORITHMS.get(alg)
-    if digest is None:
+    if alg not in ALGORITHMS:
         raise ValueError(f"unsupported alg {alg!r} (expected HS256 or HS384)")
-    header = _b64url(json.dumps({"alg": alg, "typ": "JWT"}, separators=(",", ":")).encode())
-    body = _b64url(json.dumps(dict(payload), separators=(",", ":")).encode())
-    signing_input = f"{header}.{body}".encode()
-    signature = hmac.new(_key_bytes(key), signing_input, digest).digest()
-    return f"{header}.{body}.{_b64url(signature)}"
+    body = json.dumps(dict(payload), separators=(",", ":")).encode()
+    return _JWS.encode(body, _key_bytes(key), algorithm=alg)
 
 
 def mint_token(
@@ -272,43 +286,58 @@ def _numeric_date(payload: Mapping[str, Any], name: str) -> float | None:
     return float(value)
 
 
-def verify_token(token: str, keys: KeySet, *, now: float | None = None, leeway: float = LEEWAY) -> Claims:
+def _alg(token: str) -> Any:
+    """The ``alg`` a token's header names (None when it names none or cannot be read)."""
+    try:
+        return _JWS.get_unverified_header(token).get("alg")
+    except jwt.InvalidTokenError:
+        return None
+
+
+def verify_token(token: str, keys: KeySet, *, leeway: float = LEEWAY) -> Claims:
     """Verify a compact JWT with ``keys`` and return its :class:`Claims`.
 
     Raises :class:`TokenError` (never quoting the token) when it is malformed, its algorithm is
-    not HS256/HS384, no key verifies its signature, ``exp`` is missing or more than ``leeway``
-    seconds past, or ``iat``/``nbf`` is more than ``leeway`` seconds in the future.
+    not HS256/HS384, no key verifies its signature, ``exp`` is missing or ``leeway`` seconds
+    past, or ``iat``/``nbf`` is more than ``leeway`` seconds in the future.
     """
-    parts = token.split(".")
-    if len(parts) != 3:
+    if token.count(".") != 2:
         raise TokenError("the token is not a compact JWT (expected three dot-separated parts)")
-    try:
-        header = json.loads(_unb64url(parts[0]))
-        payload = json.loads(_unb64url(parts[1]))
-        signature = _unb64url(parts[2])
-    except (ValueError, UnicodeDecodeError):
-        raise TokenError("the token is not a JWT (bad base64url or JSON)") from None
-    if not isinstance(header, dict) or not isinstance(payload, dict):
-        raise TokenError("the token's header and claims must be JSON objects")
-    alg = header.get("alg")
-    digest = _ALGORITHMS.get(alg) if isinstance(alg, str) else None
-    if digest is None:
-        raise TokenError(f"token algorithm {alg!r} is not allowed (expected HS256 or HS384)")
-    signing_input = f"{parts[0]}.{parts[1]}".encode()
-    if not any(hmac.compare_digest(hmac.new(k, signing_input, digest).digest(), signature) for k in keys.keys):
+    for key in keys.keys:
+        try:
+            signed = _JWS.decode_complete(token, key, algorithms=_ALGORITHM_LIST)
+            break
+        except jwt.InvalidSignatureError:
+            continue
+        except jwt.InvalidAlgorithmError:
+            raise TokenError(f"token algorithm {_alg(token)!r} is not allowed (expected HS256 or HS384)") from None
+        except jwt.InvalidTokenError:
+            raise TokenError("the token is not a JWT (bad base64url or JSON)") from None
+    else:
         raise TokenError("the token's signature does not verify with any auth key")
-    t = time.time() if now is None else now
-    exp = _numeric_date(payload, "exp")
-    if exp is None:
-        raise TokenError("the token has no exp (expiry) claim")
-    if t > exp + leeway:
-        raise TokenError(f"the token expired {t - exp:.0f}s ago (leeway {leeway:g}s)")
-    iat = _numeric_date(payload, "iat")
-    if iat is not None and t < iat - leeway:
-        raise TokenError(f"the token was issued {iat - t:.0f}s in the future (leeway {leeway:g}s)")
+    try:
+        payload = json.loads(signed["payload"])
+    except ValueError:
+        raise TokenError("the token is not a JWT (bad base64url or JSON)") from None
+    if not isinstance(payload, dict):
+        raise TokenError("the token's header and claims must be JSON objects")
+    exp, iat = _numeric_date(payload, "exp"), _numeric_date(payload, "iat")
     nbf = _numeric_date(payload, "nbf")
-    if nbf is not None and t < nbf - leeway:
-        raise TokenError(f"the token is not valid for another {nbf - t:.0f}s (leeway {leeway:g}s)")
+    try:
+        jwt.decode(token, options=_CLAIMS_OPTIONS, leeway=leeway)
+    except jwt.MissingRequiredClaimError:
+        raise TokenError("the token has no exp (expiry) claim") from None
+    except jwt.ExpiredSignatureError:
+        raise TokenError(f"the token expired {time.time() - (exp or 0):.0f}s ago (leeway {leeway:g}s)") from None
+    except jwt.ImmatureSignatureError as e:
+        if "(iat)" in str(e):
+            ahead = (iat or 0) - time.time()
+            raise TokenError(f"the token was issued {ahead:.0f}s in the future (leeway {leeway:g}s)") from None
+        ahead = (nbf or 0) - time.time()
+        raise TokenError(f"the token is not valid for another {ahead:.0f}s (leeway {leeway:g}s)") from None
+    except jwt.InvalidTokenError as e:
+        raise TokenError(f"the token's claims are not valid ({type(e).__name__})") from None
+    assert exp is not None  # required above
     cap = payload.get("cap", 0)
     if isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= ALL:
         raise TokenError("token claim 'cap' is not a uint32 capability bitmask")
@@ -319,7 +348,7 @@ def verify_token(token: str, keys: KeySet, *, now: float | None = None, leeway: 
     return Claims(capability=cap, selector=selector, exp=exp, iat=iat)
 
 
-def verify_bearer(values: Iterable[str], keys: KeySet, *, now: float | None = None) -> Claims:
+def verify_bearer(values: Iterable[str], keys: KeySet) -> Claims:
     """Verify the ``authorization`` metadata values of a call (the first one counts, as in Gazette).
 
     Without a value, :class:`TokenError` -- unless ``keys.allow_missing``, which grants every
@@ -328,15 +357,15 @@ def verify_bearer(values: Iterable[str], keys: KeySet, *, now: float | None = No
     values = [v for v in values if v]
     if not values:
         if keys.allow_missing:
-            t = time.time() if now is None else now
-            return Claims(capability=ALL, selector=pb.LabelSelector(), exp=t + 3600)
+            return Claims(capability=ALL, selector=pb.LabelSelector(), exp=time.time() + 3600)
         raise TokenError("missing or empty authorization token (expected metadata 'authorization: Bearer <JWT>')")
     if not values[0].startswith("Bearer "):
         raise TokenError("invalid or unsupported authorization header (expected 'Bearer <JWT>')")
-    return verify_token(values[0][len("Bearer ") :].strip(), keys, now=now)
+    return verify_token(values[0][len("Bearer ") :].strip(), keys)
 
 
 __all__ = [
+    "ALGORITHMS",
     "ALL",
     "APPEND",
     "APPLY",

@@ -13,7 +13,12 @@ were read from, and a write checks the marks of its input before anything is app
 * a ``journal`` option naming a journal that a marked column says was read (or that matches the
   read's selector) appends to the query's own source.
 
-Both are refused unless ``allowWriteToSource`` is true. Documents' columns (``inferSchema``,
+Both are refused unless ``allowWriteToSource`` is true.
+
+A mark travels with the data (a Parquet file's footer keeps its schema's metadata), so it holds
+nothing secret: broker addresses without user info, query or fragment (where passwords, tokens
+and signatures travel), and of the options only a digest, made without secret options and with
+every value's user info and signature parameters taken out. Documents' columns (``inferSchema``,
 a user's ``.schema(...)``) carry no mark, so their schemas stay those Spark's JSON reader
 gives. A relation's own schema, handed to ``INSERT INTO`` a temporary view, is not evidence of
 a read: a schema that is exactly one read's, made with the write's own options, is left to the
@@ -27,13 +32,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 
 from pyspark.sql.types import StructField, StructType
 
 from pyspark_gazette.client import JournalInfo
 from pyspark_gazette.client.conn import split_addresses
-from pyspark_gazette.errors import GazetteError
+from pyspark_gazette.errors import GazetteError, redact_url
 from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.protocol.labels import matches, to_selector
 from pyspark_gazette.spark.options.table import BY_KEY
@@ -73,15 +79,29 @@ class Read:
         return journal in self.journals
 
 
+#: The user info of a URL anywhere in a text (``user@`` or ``user:password@`` after ``://``).
+_USER_INFO = re.compile(r"(?<=://)[^/?#\s]*@")
+
+
 def fingerprint(options: Mapping[str, str]) -> str:
-    """A digest of a query's options (keys compared lower-case; secrets left out)."""
-    kept = ((str(k).lower(), str(v)) for k, v in options.items())
+    """A digest of a query's options (keys compared lower-case; secret options left out, and of
+    the others' values, URLs' user info and signature parameters)."""
+    kept = ((str(k).lower(), redact_url(_USER_INFO.sub("", str(v)))) for k, v in options.items())
     text = json.dumps(sorted((k, v) for k, v in kept if (o := BY_KEY.get(k)) is None or o.kind != "secret"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def public_address(address: str) -> str:
+    """A broker address as a mark keeps it: scheme, host, port and path, without the user info,
+    query or fragment it was given with (the client connects to host and port only)."""
+    text = address.strip().split("#", 1)[0].split("?", 1)[0].rstrip("/")
+    scheme, sep, rest = text.partition("://") if "://" in text else ("", "", text)
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
+
+
 def brokers(address: str) -> tuple[str, ...]:
-    return tuple(sorted(a.rstrip("/") for a in split_addresses(address)))
+    return tuple(sorted(public_address(a) for a in split_addresses(address)))
 
 
 def mark(schema: StructType, read: Read) -> StructType:

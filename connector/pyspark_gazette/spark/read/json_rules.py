@@ -301,6 +301,11 @@ def binary_conv(v: Any) -> Any:
         raise Bad from None
 
 
+#: Room for any value of a Spark decimal (38 digits) and its rounding: the default context's 28
+#: digits would refuse (or round) values Spark takes.
+_DECIMAL_CTX = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_UP)
+
+
 def _decimal_conv(precision: int, scale: int) -> Callable[[Any], Any]:
     quantum, limit = decimal.Decimal(1).scaleb(-scale), decimal.Decimal(10) ** (precision - scale)
 
@@ -311,10 +316,10 @@ def _decimal_conv(precision: int, scale: int) -> Callable[[Any], Any]:
             d = decimal.Decimal(v)
             if not d.is_finite():
                 raise Bad
-            q = d.quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+            q = d.quantize(quantum, rounding=decimal.ROUND_HALF_UP, context=_DECIMAL_CTX)
         except decimal.InvalidOperation:
             raise Bad from None
-        if abs(q) >= limit:
+        if q.copy_abs() >= limit:  # exact (abs() would round to the context)
             raise Bad
         return q
 

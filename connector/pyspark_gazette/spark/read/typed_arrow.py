@@ -86,7 +86,25 @@ def _parse_type(t: DataType, out: pa.DataType, native: bool = False) -> pa.DataT
         )
     if isinstance(t, ArrayType):
         return pa.list_(_parse_type(t.elementType, out.value_type, native))
+    if isinstance(t, DecimalType) and t.precision + t.scale > 38:
+        # pyarrow checks a number's digits against the precision, then scales it up without an
+        # overflow check: 2995 read as decimal128(38, 38) wraps to 0.515... Read with at most
+        # 38 - scale digits, nothing scaled up passes 10^38; longer numbers fail the parse and
+        # go to the per-record rules. (A scale of 38 has no such precision: :func:`_scale_38`.)
+        return pa.decimal128(max(1, 38 - t.scale), t.scale)  # (never read at scale 38)
     return out
+
+
+def _scale_38(t: DataType) -> bool:
+    """Whether ``t`` holds a decimal of scale 38, which pyarrow cannot read without the risk of a
+    wrapped value (see :func:`_parse_type`): its records all take the per-record rules."""
+    if isinstance(t, DecimalType):
+        return t.scale >= 38
+    if isinstance(t, StructType):
+        return any(_scale_38(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _scale_38(t.elementType)
+    return False  # maps are converted in Python
 
 
 def _has(t: DataType, kinds: tuple[type, ...]) -> bool:
@@ -232,12 +250,15 @@ def _post(arr: pa.Array, t: DataType, out: pa.DataType) -> tuple[pa.Array, np.nd
         bad[parents] = True
         return res, bad
     if isinstance(t, DecimalType):  # pyarrow does not check the precision.
-        limit = pa.scalar(decimal.Decimal(10) ** (t.precision - t.scale), pa.decimal128(38, t.scale))
-        over = pc.fill_null(pc.greater_equal(pc.abs(arr.cast(pa.decimal128(38, t.scale))), limit), False)
+        # The largest value of the type (precision nines), which decimal128(38, scale) holds even
+        # at precision 38, unlike the first value past it.
+        largest = decimal.Decimal((0, (9,) * t.precision, -t.scale))  # exact, whatever the context
+        limit = pa.scalar(largest, pa.decimal128(38, t.scale))
+        over = pc.fill_null(pc.greater(pc.abs(arr.cast(pa.decimal128(38, t.scale))), limit), False)
         bad = over.to_numpy(zero_copy_only=False)
         if not bad.any():
             return arr.cast(out), None
-        return pc.if_else(over, pa.scalar(None, out), arr).cast(out), bad
+        return pc.if_else(over, pa.scalar(None, arr.type), arr).cast(out), bad
     if isinstance(t, BinaryType):
         vals, bad = [], np.zeros(len(arr), np.bool_)
         for i, s in enumerate(arr.to_pylist()):
@@ -292,9 +313,10 @@ class ArrowPath:
 
         Maps are converted in Python from each record (pyarrow cannot parse maps), the rest by
         pyarrow: a top-level map whole, a struct holding maps (through structs only) parsed
-        without them and rebuilt with them in place. A map inside an array sends every record
-        through the per-record rules."""
-        self._all_python = any(_map_in_array(f.dataType) for f in fields)
+        without them and rebuilt with them in place. A map inside an array, or a decimal of
+        scale 38 outside maps (:func:`_scale_38`), sends every record through the per-record
+        rules."""
+        self._all_python = any(_map_in_array(f.dataType) or _scale_38(f.dataType) for f in fields)
         slots = [0]
         self._maps = [
             (f.name, _map_plan(f.dataType, conv, slots))
