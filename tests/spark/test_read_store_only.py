@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
 
@@ -274,25 +276,34 @@ def test_errors_name_the_store_the_journal_and_the_option(spark, broker, client,
     assert "selector" in text and "journal names only" in text
 
 
-def test_a_bucket_without_credentials_is_named(spark, broker, client, create_journal, s3_server, s3_bucket):
+def test_a_bucket_without_credentials_is_named(broker, client, create_journal, s3_server, s3_bucket, tmp_path):
     url = f"s3://{s3_bucket}/data/?endpoint={s3_server}"
     journal = f"store/nocreds-{uuid.uuid4().hex[:6]}"
     create_journal(journal, length=1024, store=url)
     fill(client, broker, journal, batches=3, per_batch=20)
-    # The Spark session's Python workers have no AWS credentials in their environment.
-    text = _error_text(
-        lambda: (
-            spark.read.format("gazette")
-            .option("store.url", f"s3://{s3_bucket}/data/")
-            .option("store.s3.endpoint", s3_server)
-            .option("journals", journal)
-            .option("framing", "ndjson")
-            .load()
-            .collect()
-        )
+    # A Spark of its own, started without AWS credentials in its environment: the session of this
+    # test process may have been started after a moto fixture put them there.
+    script = tmp_path / "read.py"
+    script.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.master('local[1]').getOrCreate()\n"
+        "try:\n"
+        f"    spark.read.format('gazette').option('store.url', 's3://{s3_bucket}/data/')"
+        f".option('store.s3.endpoint', '{s3_server}').option('journals', '{journal}')"
+        ".option('framing', 'ndjson').load().collect()\n"
+        "    print('NO ERROR')\n"
+        "except Exception as e:\n"
+        "    print(str(e))\n"
+        "finally:\n"
+        "    spark.stop()\n"
     )
-    assert f"store.url s3://{s3_bucket}/data/" in text and "cannot be listed" in text
-    assert "NoCredentialsError" in text and "read access" in text
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    text = done.stdout + done.stderr
+    assert "NO ERROR" not in done.stdout, text[-2000:]
+    assert f"store.url s3://{s3_bucket}/data/" in text and "cannot be listed" in text, text[-2000:]
+    assert "NoCredentialsError" in text and "read access" in text, text[-2000:]
 
 
 def test_files_that_are_not_fragments_are_skipped_and_counted(spark, broker, client, create_journal):

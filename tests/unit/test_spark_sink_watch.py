@@ -38,7 +38,7 @@ def listed(monkeypatch):
         return (*watch.persisted_to(frags, low), watch.holes(frags, low, high))
 
     monkeypatch.setattr(watch, "_look_for", look_for)
-    monkeypatch.setattr(watch, "_client", lambda connection: None)
+    monkeypatch.setattr(watch, "client", lambda connection: None)
     found["asked"] = asked  # type: ignore[assignment]
     yield found
     watch._watched.clear()

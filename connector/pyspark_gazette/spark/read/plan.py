@@ -376,7 +376,7 @@ def segments(
         if f.end <= pos:
             continue
         if f.begin > pos:
-            _lost(snap.name, pos, min(f.begin, end), opts, lost)
+            report_lost(snap.name, pos, min(f.begin, end), opts, lost)
             pos = min(f.begin, end)
             if pos >= end:
                 break
@@ -407,7 +407,7 @@ def segments(
         )
         pos = seg_end
     if pos < end:
-        _lost(snap.name, pos, end, opts, lost)
+        report_lost(snap.name, pos, end, opts, lost)
     return out
 
 
@@ -420,7 +420,7 @@ def _require_store_package(journal: str, store_url: str) -> None:
         raise StoreError(f"journal {journal!r} has fragments in {redact_url(store_url)}: {e}") from e.__cause__
 
 
-def _lost(journal: str, begin: int, end: int, opts: ReadOptions, lost: list | None) -> None:
+def report_lost(journal: str, begin: int, end: int, opts: ReadOptions, lost: list | None) -> None:
     text = f"journal {journal!r}: offsets [{begin}, {end}) are not in any fragment (deleted or pruned)"
     if opts.fail_on_data_loss:
         raise DataLossError(text + "; set failOnDataLoss=false to skip them", journal=journal, begin=begin, end=end)
@@ -518,7 +518,7 @@ def plan(
         if end < start:
             raise OptionError("endingOffsets", f"journal {snap.name!r} ends at {end}, before its start {start}")
         if opts.starting_offsets is not None and start < snap.earliest:
-            _lost(snap.name, start, snap.earliest, opts, lost)
+            report_lost(snap.name, start, snap.earliest, opts, lost)
             start = snap.earliest
         ranges[snap.name] = (start, end)
         snap = settle_range(client, snap, start, end, opts)

@@ -56,7 +56,7 @@ from pyspark_gazette.spark.read.plan import (
     segments,
     start_offset,
 )
-from pyspark_gazette.spark.read.plan import _lost as report_lost
+from pyspark_gazette.spark.read.plan import report_lost
 from pyspark_gazette.spark.read.segments import store_for
 
 log = logging.getLogger(__name__)
