@@ -53,10 +53,10 @@ from pyspark_gazette.spark.read.plan import (
     Snapshot,
     end_offset,
     partition,
+    report_lost,
     segments,
     start_offset,
 )
-from pyspark_gazette.spark.read.plan import report_lost
 from pyspark_gazette.spark.read.segments import store_for
 
 log = logging.getLogger(__name__)
