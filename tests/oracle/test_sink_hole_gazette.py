@@ -111,12 +111,16 @@ def test_a_committed_batch_whose_every_replica_died_unpersisted_is_reported(spar
         stored = sorted(p.name for p in pathlib.Path(cluster.file_root, "store", dst).iterdir())
         spans = [(int(n.split("-")[0], 16), int(n.split("-")[1], 16)) for n in stored]
         assert spans and all(end <= e0 or begin >= e1 for begin, end in spans), (e0, e1, stored)
-        # The sink appends the next batch after the hole, then finds its batch 1 missing.
-        with cluster.client() as c:
-            c.append(src, ndjson(events(40, 80)))
+        # The sink appends the next batch after the hole, then finds its batch 1 missing: at that
+        # micro-batch's commit, or (when that commit's listing failed: a WARNING, checked again at
+        # the next commit) at one of the next two.
         with pytest.raises(Exception) as failed:
-            q.processAllAvailable()
+            for more in range(3):
+                with cluster.client() as c:
+                    c.append(src, ndjson(events(40, 80 + 40 * more)))
+                q.processAllAvailable()
         text = str(failed.value)
+        after = 80 + 40 * (more + 1)  # the rows the sink appended after the hole
         assert f"journal '{dst}'" in text and f"{e0}" in text and f"{e1}" in text and "micro-batch 1" in text, text
     finally:
         q.stop()
@@ -153,7 +157,7 @@ def test_a_committed_batch_whose_every_replica_died_unpersisted_is_reported(spar
             r.option("failOnDataLoss", "true").load().collect()
         assert "DataLossError" in str(lost.value) and f"{e0}" in str(lost.value), str(lost.value)
         rows = r.option("failOnDataLoss", "false").load().collect()
-        assert sorted(json.loads(x.value)["id"] for x in rows) == [*range(40), *range(80, 120)]
+        assert sorted(json.loads(x.value)["id"] for x in rows) == [*range(40), *range(80, after)]
         assert gazctl.poll() is None  # still waiting at the hole, having written what is before it
         assert out.read_bytes() == before
     finally:
