@@ -243,12 +243,25 @@ class GazetteBroker:
         argv += list(c.broker_args)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "ETCD_"))}
         env.update(c.extra_env)
-        start_at = self.log.stat().st_size if self.log.exists() else 0
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        if self.port is None:
-            self.port = _wait_log_port(self.log, start_at, self.proc)
-        _wait_http(f"http://{c.host}:{self.port}/debug/ready", self.proc, self.log, self.id)
+        for attempt in range(3):
+            start_at = self.log.stat().st_size if self.log.exists() else 0
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen(
+                    argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                )
+            try:
+                if self.port is None:
+                    self.port = _wait_log_port(self.log, start_at, self.proc)
+                _wait_http(f"http://{c.host}:{self.port}/debug/ready", self.proc, self.log, self.id)
+                return self
+            except RuntimeError:
+                # Gazette gives its Etcd client a few seconds to connect and exits when that
+                # fails (`failed to build Etcd client`): on a loaded machine, start it again.
+                with open(self.log, "rb") as f:
+                    f.seek(start_at)
+                    etcd_slow = b"failed to build Etcd client" in f.read()
+                if not etcd_slow or attempt == 2 or self.alive():
+                    raise
         return self
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
