@@ -506,6 +506,20 @@ def split_tail(seg: Segment, limit: int, framing: Framing) -> list[Segment]:
     return pieces
 
 
+def planned_range(snap: Snapshot, opts: ReadOptions, lost: list | None) -> tuple[int, int]:
+    """The ``[start, end)`` a batch read plans in ``snap``'s journal: an ``endingOffsets`` before the
+    start is an error, and a ``startingOffsets`` below the earliest offset is data loss (reported or
+    skipped: :func:`report_lost`)."""
+    start = start_offset(snap, opts)
+    end = end_offset(snap, opts, start)
+    if end < start:
+        raise OptionError("endingOffsets", f"journal {snap.name!r} ends at {end}, before its start {start}")
+    if opts.starting_offsets is not None and start < snap.earliest:
+        report_lost(snap.name, start, snap.earliest, opts, lost)
+        start = snap.earliest
+    return start, end
+
+
 def plan(
     client: JournalClient, infos: Sequence[JournalInfo], opts: ReadOptions, *, lost: list | None = None
 ) -> tuple[list[GazettePartition], dict[str, tuple[int, int]]]:
@@ -513,14 +527,7 @@ def plan(
     parts: list[GazettePartition] = []
     ranges: dict[str, tuple[int, int]] = {}
     for snap in take_snapshots(client, infos, opts):
-        start = start_offset(snap, opts)
-        end = end_offset(snap, opts, start)
-        if end < start:
-            raise OptionError("endingOffsets", f"journal {snap.name!r} ends at {end}, before its start {start}")
-        if opts.starting_offsets is not None and start < snap.earliest:
-            report_lost(snap.name, start, snap.earliest, opts, lost)
-            start = snap.earliest
-        ranges[snap.name] = (start, end)
+        start, end = ranges[snap.name] = planned_range(snap, opts, lost)
         snap = settle_range(client, snap, start, end, opts)
         segs = segments(snap, start, end, opts, lost=lost)
         if open_ended(snap.name, opts):

@@ -51,11 +51,9 @@ from pyspark_gazette.spark.read.plan import (
     GazettePartition,
     Segment,
     Snapshot,
-    end_offset,
     partition,
-    report_lost,
+    planned_range,
     segments,
-    start_offset,
 )
 from pyspark_gazette.spark.read.segments import store_for
 
@@ -246,13 +244,6 @@ def plan(opts: ReadOptions, *, lost: list | None = None) -> tuple[list[GazettePa
         snap = s.snap
         _check_offset(s, opts.starting_offsets, "startingOffsets", opts)
         _check_offset(s, opts.ending_offsets, "endingOffsets", opts)
-        start = start_offset(snap, opts)
-        end = end_offset(snap, opts, start)
-        if end < start:
-            raise OptionError("endingOffsets", f"journal {snap.name!r} ends at {end}, before its start {start}")
-        if opts.starting_offsets is not None and start < snap.earliest:
-            report_lost(snap.name, start, snap.earliest, opts, lost)
-            start = snap.earliest
-        ranges[snap.name] = (start, end)
+        start, end = ranges[snap.name] = planned_range(snap, opts, lost)
         parts.extend(partition(snap, journal_segments(s, start, end, opts, lost), opts, len(parts)))
     return parts, ranges

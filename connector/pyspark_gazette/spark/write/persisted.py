@@ -46,6 +46,7 @@ from pyspark_gazette.client.list_apply import ListedFragment
 from pyspark_gazette.client.settle import member_listing
 from pyspark_gazette.errors import GazetteError, OptionError
 from pyspark_gazette.protocol.durations import duration_seconds
+from pyspark_gazette.spark.write.watch import holes
 
 log = logging.getLogger(__name__)
 
@@ -95,21 +96,7 @@ def poll(attempt: int) -> float:
 
 def covered(frags: Sequence[ListedFragment], begin: int, end: int, *, persisted: bool) -> list[tuple[int, int]]:
     """Ranges of ``[begin, end)`` not covered by ``frags`` (only persisted ones with ``persisted``)."""
-    out: list[tuple[int, int]] = []
-    pos = begin
-    for f in sorted(frags, key=lambda f: f.spec.begin):
-        if pos >= end:
-            break
-        if persisted and not f.spec.mod_time:
-            continue
-        if f.spec.end <= pos:
-            continue
-        if f.spec.begin > pos:
-            out.append((pos, min(f.spec.begin, end)))
-        pos = max(pos, f.spec.end)
-    if pos < end:
-        out.append((pos, end))
-    return out
+    return holes([f for f in frags if f.spec.mod_time] if persisted else frags, begin, end)
 
 
 def _merge(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
