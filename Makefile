@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help quickstart wheels test bench-kafka fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
+.PHONY: help quickstart wheels test bench-kafka scale scale-plots fuzz-native native-strict test-cluster cluster-python test-unit test-oldest-pyspark test-notebook-delta oldest-pyspark-venv gazette gazette-flow test-gazette-flow gazette-main test-gazette-main dev-cluster azurite emulators lint format protocol protocol-check docs docs-gen docs-serve clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -236,6 +236,20 @@ test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the o
 # checkout, which that venv's editable install imports; `gazette` for BENCH_ARGS="--broker gazette".
 bench-kafka: $(STAMP) $(OLD_STAMP) gazette  ## bench/bench_kafka.py with BENCH_ARGS (e.g. "--events 200000 --broker gazette")
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python bench/bench_kafka.py $(BENCH_ARGS)
+
+# The scale curves of docs/scale.md, one bench after the other on a quiet machine: about two and a
+# half hours (the duration curve alone is an hour); the executors curve needs root (network
+# namespaces). Each bench writes docs/scale/<curve>.json and .png.
+SCALE_PY = PYSPARK_PYTHON=$(abspath $(VENV)/bin/python) $(VENV)/bin/python
+scale: $(STAMP) gazette  ## measure every curve of docs/scale.md (hours; see docs/scale.md)
+	$(SCALE_PY) bench/scale_bytes.py
+	$(SCALE_PY) bench/scale_fragments.py
+	$(SCALE_PY) bench/scale_journals.py
+	$(SCALE_PY) bench/scale_executors.py
+	$(SCALE_PY) bench/scale_duration.py
+
+scale-plots: $(STAMP)  ## draw docs/scale/*.png again from docs/scale/*.json
+	$(VENV)/bin/python bench/scale_plots.py
 
 test-notebook-delta: $(OLD_STAMP)  ## notebook 05 merging into a Delta table (oldest pyspark + delta-spark)
 	NOTEBOOK_TABLE_FORMAT=delta PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/notebooks/test_notebooks.py -k "top_to_bottom and 05"

@@ -131,6 +131,7 @@ def main() -> int:
         default="embedded",
         help="the embedded broker, or one real Gazette broker with etcd (from .bin/, `make gazette`)",
     )
+    p.add_argument("--save", default=None, help="also write the best times and CPU seconds to this JSON file")
     args = p.parse_args()
     from benchlib import require_rolled_fragment
 
@@ -256,6 +257,21 @@ def main() -> int:
             for (name, cores), c in sorted(cpu.items()):
                 cells = " | ".join(f"{c.get(k, 0.0):.1f}" for k in keys)
                 print(f"| {name}, {cores} | {cells} | {best[(name, cores)]:.1f} |")
+            if args.save:
+                pathlib.Path(args.save).write_text(
+                    json.dumps(
+                        {
+                            "broker": args.broker,
+                            "bytes": end,
+                            "fragments": fragments,
+                            "fragment_mib": args.fragment_mib,
+                            "rounds": args.rounds,
+                            "best": [{"query": q, "executors": c, "seconds": t} for (q, c), t in best.items()],
+                            "cpu": [{"query": q, "executors": c, **v} for (q, c), v in cpu.items()],
+                        },
+                        indent=1,
+                    )
+                )
     finally:
         net.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -193,6 +193,16 @@ def figure(title: str, record: dict[str, Any], *, panels: int = 1, width: float 
     return fig, list(axes[0])
 
 
+def plain_ticks(ax) -> None:  # type: ignore[no-untyped-def]
+    """Tick labels as plain numbers (1, 10, 0.5), not powers of ten, on a log-scaled axis."""
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
+
+
 def finish(fig, curve: str) -> pathlib.Path:  # type: ignore[no-untyped-def]
     """Save the figure as ``docs/scale/<curve>.png`` and close it."""
     import matplotlib.pyplot as plt
