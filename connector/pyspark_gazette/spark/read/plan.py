@@ -47,6 +47,7 @@ before a range's end is read to its end. Adjacent ranges therefore return every 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
 
@@ -123,8 +124,10 @@ class GazettePartition(InputPartition):
         object.__setattr__(self, "truncated_at", truncated_at)
         object.__setattr__(self, "value", index)
 
-    @property
+    @functools.cached_property
     def length(self) -> int:
+        # Cached: packing asks for it many times, and a journal of many small fragments makes
+        # partitions of many thousand segments (the segments are an immutable tuple).
         return sum(s.length for s in self.segments)
 
 
@@ -369,6 +372,7 @@ def segments(
     out: list[Segment] = []
     pos = start
     file_root = opts.connection.file_root
+    checked: set[str] = set()  # stores whose fsspec package is known to be here
     for listed in snap.fragments:
         f = listed.spec
         if pos >= end:
@@ -391,8 +395,9 @@ def segments(
             and (bool(listed.signed_url) if opts.signed_urls and not listed.stored else True)
             and (file_root is not None or not ref.backing_store.startswith("file://"))
         )
-        if direct and not (opts.signed_urls and not listed.stored):
+        if direct and not (opts.signed_urls and not listed.stored) and ref.backing_store not in checked:
             _require_store_package(snap.name, ref.backing_store)
+            checked.add(ref.backing_store)
         out.append(
             Segment(
                 snap.name,
