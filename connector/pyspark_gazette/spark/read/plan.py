@@ -215,16 +215,29 @@ def _replicated(client: JournalClient, journal: str) -> bool:
 
 
 def take_snapshot(
-    client: JournalClient, info: JournalInfo, opts: ReadOptions, *, need: int = 0, ask_primary: bool = True
+    client: JournalClient,
+    info: JournalInfo,
+    opts: ReadOptions,
+    *,
+    need: int = 0,
+    ask_primary: bool = True,
+    since: int = 0,
 ) -> Snapshot:
     """``info``'s snapshot; ``need``: an end the caller knows was reached (a stream's planned
     offset), below which holes are waited out like those below the primary's head
     (``ask_primary``: also ask the primary for its write head). A fully suspended journal's is
-    empty at its resumption offset, with no RPC (:func:`fully_suspended_at`)."""
+    empty at its resumption offset, with no RPC (:func:`fully_suspended_at`).
+
+    ``since``: list only the fragments that begin at or after this offset (ListFragments' page
+    token). Listings are cover sets (ordered by begin, ends ascending), so from the first
+    fragment listed on such a snapshot holds exactly what a whole listing holds: a range that
+    starts at or after that fragment's begin is planned the same (the caller checks that it
+    does; :attr:`Snapshot.earliest` is then that fragment's begin, not the journal's)."""
     at = fully_suspended_at(info)
     if at is not None:
         return Snapshot(info, framing_of(info, opts.framing), (), at, truncated_at=truncation_of(info, opts))
-    listed = client.list_fragments(info.name, signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None)
+    ttl = SIGNED_URL_TTL if opts.signed_urls else None
+    listed = client.list_fragments(info.name, signature_ttl=ttl, **({"start": since} if since else {}))
     return _snapshot(client, info, listed, opts, need=need, ask_primary=ask_primary)
 
 
