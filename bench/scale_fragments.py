@@ -18,8 +18,9 @@ Measured in this process (the driver's planning, no Spark), best of ``--rounds``
 * ``batch``: a batch read's planning, ``GazetteBatchReader.partitions()`` (List, ListFragments
   pages, settling, segments, packing); goal < 2 s and < 300 MB at 100k fragments;
 * ``window``: the same with ``startingTimestamp``/``endingTimestamp`` selecting ``--window``
-  fragments in the middle of the journal; ``window floor``: ListFragments with the same bounds
-  as ``begin_mod_time``/``end_mod_time`` (what a broker-filtered plan would pay);
+  fragments in the middle of the journal (planned from listings of the range alone: the broker
+  filters by persist time); ``window floor``: one ListFragments with the same bounds as
+  ``begin_mod_time``/``end_mod_time``;
 * ``stream first``: a stream's first trigger over the whole journal (``initialOffset`` at
   earliest, then ``latestOffset`` and ``partitions``); ``stream tail``: a steady-state trigger
   after ``--tail`` one-line appends (live content, read through the broker);
@@ -229,6 +230,7 @@ def one_size(backend: Backend, n: int, args, spark) -> dict[str, Any]:
         rw = ReadOptions.parse(window)
         parts = step("window", lambda: GazetteBatchReader(rw, schema).partitions())
         row["window_fragments"] = sum(1 for p in parts for s in _segments(p) if s.fragment is not None)
+        assert row["window_fragments"] == min(args.window, n), row["window_fragments"]
         del parts
         floor = step("window floor", lambda: client.list_fragments(journal, begin_mod_time=lo, end_mod_time=hi))
         row["window_floor_fragments"] = len(floor)
