@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 from spark_helpers import events, fill, ndjson, reader
 
 from pyspark_gazette.client import Change
@@ -292,3 +293,47 @@ def test_stream_watches_write_heads_by_default_from_128_journals(broker, client)
         for sr in readers.values():
             sr.stop()
     assert not any(sr._token in stream_module._watchers for sr in readers.values())
+
+
+@pytest.mark.both_brokers
+def test_a_steady_stream_trigger_lists_the_journal_from_where_the_last_one_ended(broker, client, monkeypatch):
+    """A trigger that starts where the last one ended lists the journal from the fragment that
+    range ended in (ListFragments' page token), not from its first fragment; its partitions are
+    those of a whole listing (tests/unit/test_stream_listing.py: one that does not reach back)."""
+    from pyspark_gazette.spark.read import stream
+    from pyspark_gazette.spark.read.arrow_output import untyped_schema
+    from pyspark_gazette.spark.read.stream import GazetteStreamReader
+
+    (name,) = create_many(client, "steady", 1, length=1024, broker=broker)
+    for i in range(8):  # 8 appends of 40 lines: each rolls a fragment of its own
+        client.append(name, line(name, i) * 40)
+    client.append(name, line(name, 99))
+    assert broker.wait_persisted(30)
+    assert len(client.list_fragments(name)) >= 8
+    sinces: list[int] = []
+    real = stream.take_snapshot
+
+    def recorded(*args, **kwargs):
+        sinces.append(kwargs.get("since", 0))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stream, "take_snapshot", recorded)
+    schema = untyped_schema(True, False)
+    base = {"broker.address": broker.address, "store.fileRoot": broker.store_root, "journals": name}
+    sr = GazetteStreamReader(ReadOptions.parse({**base, "startingOffsets": "earliest"}, streaming=True, env={}), schema)
+    try:
+        start = sr.initialOffset()
+        end = sr.latestOffset(start, ReadAllAvailable())
+        sr.partitions(start, end)
+        assert sinces == [0]  # the first trigger lists the whole journal
+        for i in range(3):
+            client.append(name, line(name, 100 + i))
+        tail = sr.latestOffset(end, ReadAllAvailable())
+        got = sr.partitions(end, tail)
+        assert sinces[1] > 0 and len(sinces) == 2, sinces
+        fresh = GazetteStreamReader(sr.opts, schema)  # no earlier trigger: plans from a whole listing
+        assert got == fresh.partitions(end, tail)
+        assert sum(p.length for p in got) == offset_of(tail[name]) - offset_of(end[name])
+
+    finally:
+        sr.stop()

@@ -144,3 +144,54 @@ def test_bounded_reads_open_only_the_fragments_they_need(broker, client, create_
     pushed = [GreaterThanOrEqual(("mod_time",), at), LessThanOrEqual(("mod_time",), at)]
     opened, broker_reads, offsets = read(pushed, filterPushdown="true", includeMetadata="true")
     assert (opened, broker_reads) == (1, 0) and offsets == in_frag[4]
+
+
+@pytest.mark.both_brokers
+def test_a_timestamp_window_is_planned_from_listings_of_its_range(broker, client, create_journal, monkeypatch):
+    """A ``startingTimestamp`` read lists only its range (ListFragments' mod-time filters and page
+    token: plan.window_snapshot) and plans exactly what a whole listing plans, persist times out
+    of offset order included. Counted in-process (no Spark)."""
+    from pyspark_gazette.spark.options import ReadOptions
+    from pyspark_gazette.spark.read import plan as plan_module
+
+    create_journal("win/a", length=1024, refresh_seconds=1)
+    fill(client, broker, "win/a", batches=9, per_batch=40)
+    frags = [FragmentRef.from_proto(f.spec) for f in client.list_fragments("win/a") if f.spec.mod_time]
+    assert len(frags) >= 8
+    base = 1_800_000_000
+    times = [base + 100 * i for i in range(len(frags))]
+    times[3], times[4] = times[4], times[3]  # fragments 3 and 4 persisted out of offset order
+    for ref, t in zip(frags, times, strict=True):
+        os.utime(os.path.join(broker.store_root, "store", ref.content_path), (t, t))
+    broker.refresh("win/a")
+    (info,) = client.list_journals("name=win/a")
+    real = plan_module.window_snapshot
+    used: list[bool] = []
+
+    def recorded(*args):
+        snap = real(*args)
+        used.append(snap is not None)
+        return snap
+
+    def planned(whole: bool, window: tuple[int | None, int | None]):
+        options = {"broker.address": broker.address, "store.fileRoot": broker.store_root, "journals": "win/a"}
+        for key, at in zip(("startingTimestamp", "endingTimestamp"), window, strict=True):
+            if at is not None:
+                options[key] = str((base + at) * 1000)
+        monkeypatch.setattr(plan_module, "window_snapshot", (lambda *a: None) if whole else recorded)
+        return plan_module.plan(client, [info], ReadOptions.parse(options))
+
+    windows = {  # (startingTimestamp, endingTimestamp) after base, seconds: whether a range is listed
+        (150, 250): True,  # fragment 2
+        (0, 50): True,  # fragment 0
+        (250, 350): True,  # from fragment 3 (persisted at 400) to fragment 4 (at 300)
+        (100, 700): True,
+        (350, None): True,  # to the write head
+        (-100, None): True,  # everything
+        (450, 460): False,  # nothing persisted in the window after its start: a whole listing
+        (100_000, None): False,  # nothing persisted after it: a whole listing
+    }
+    for window, ranged in windows.items():
+        used.clear()
+        assert planned(False, window) == planned(True, window), window
+        assert used == [ranged], window

@@ -30,3 +30,22 @@ def test_index_query_longest_cover_and_jumps():
     assert idx.query(35, [], now=100 + 7 * 3600).offset == 50  # an old one: jump
     assert idx.query(15, [], begin_mod_time=101, now=now).offset == 50  # skip older fragments
     assert idx.query(35, [ref(35, 40)], now=now).fragment.end == 40  # local spool covers it
+
+
+def test_all_is_the_cover_set_of_remote_and_local_fragments():
+    s = "file:///s/"
+    remote = [ref(0, 10, 5, s), ref(2, 8, 5, s), ref(10, 20, 6, s), ref(10, 15, 6, s), ref(30, 40, 7, s)]
+    idx = FragmentIndex()
+    idx.replace_remote(remote, 0)
+    for local in (
+        [],
+        [ref(40, 45)],  # the spool after every persisted fragment
+        [ref(40, 45), ref(45, 45)],  # and an empty one
+        [ref(20, 30), ref(30, 50)],  # spools over the hole and over a persisted fragment
+        [ref(0, 10)],  # the same span as a persisted fragment: the persisted one is kept
+        [ref(35, 60)],  # a spool beginning inside a persisted fragment
+    ):
+        got = idx.all(local)
+        assert got == cover_set(remote + local), local
+        got.append(ref(99, 100))  # a new list each time: the index is not changed
+        assert idx.all(local) == cover_set(remote + local)

@@ -113,10 +113,11 @@ class Settled:
 def ordered(listed: Sequence[ListedFragment]) -> tuple[ListedFragment, ...]:
     """Fragments by begin, the longest first among equal begins, duplicates dropped (a broker's
     listing of a fragment is kept over the store's)."""
-    seen: set[tuple[int, int, str]] = set()
+    seen: set[tuple[int, int, int, int, int]] = set()
     out = []
     for f in sorted(listed, key=lambda f: (f.spec.begin, -f.spec.end, -f.spec.mod_time, f.stored)):
-        key = (f.spec.begin, f.spec.end, f.spec.sum.SerializeToString().hex())
+        digest = f.spec.sum
+        key = (f.spec.begin, f.spec.end, digest.part1, digest.part2, digest.part3)
         if key not in seen:
             seen.add(key)
             out.append(f)

@@ -88,7 +88,18 @@ class FragmentIndex:
         return self._end
 
     def all(self, local: Iterable[FragmentRef]) -> list[FragmentRef]:
-        return cover_set(list(self.remote.values()) + [f for f in local if f.end > f.begin])
+        """The cover set of the remote fragments and ``local`` (a new list, ordered by begin).
+
+        Built from the remote cover set kept since the last change (a cover set of a cover set
+        and more fragments is the cover set of them all): local spools that begin at or after
+        every remote fragment's end are appended to it, without sorting the remote ones again.
+        ListFragments asks for this once per page, so a journal of many fragments must not pay
+        a sort of all of them each time.
+        """
+        spools = [f for f in local if f.end > f.begin]
+        if all(f.begin >= self._end for f in spools):
+            return self._cover + cover_set(spools)
+        return cover_set(self._cover + spools)
 
     def query(
         self, offset: int, local: list[FragmentRef], *, begin_mod_time: int = 0, now: float | None = None

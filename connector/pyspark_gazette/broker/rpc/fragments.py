@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import operator
+
 import grpc
 
 from pyspark_gazette.broker.core import BrokerCore
@@ -11,6 +15,7 @@ from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.auth import Claims
 
 DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT = 1000, 10_000
+_begin = operator.attrgetter("begin")
 
 
 def serve_list_fragments(
@@ -39,8 +44,10 @@ def serve_list_fragments(
     ttl = request.signatureTTL.seconds + request.signatureTTL.nanos / 1e9 if request.HasField("signatureTTL") else 0
     out: list[pb.FragmentsResponse._Fragment] = []
     next_token = 0
-    scan = [f for f in fragments if f.begin >= request.next_page_token]
-    for f in scan:
+    # The page starts at the first fragment beginning at or after the token (the cover set is
+    # ordered by begin): found by bisection, so that each page costs its own length, not the index's.
+    first = bisect.bisect_left(fragments, request.next_page_token, key=_begin)
+    for f in itertools.islice(fragments, first, None):
         if len(out) == limit:
             next_token = f.begin
             break

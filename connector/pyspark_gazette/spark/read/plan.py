@@ -47,14 +47,15 @@ before a range's end is read to its end. Adjacent ranges therefore return every 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
 
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_gazette.client import JournalClient, JournalInfo, ListedFragment
-from pyspark_gazette.client.heads import HeadMode, route_heads
-from pyspark_gazette.client.list_apply import list_fragments_many
+from pyspark_gazette.client.heads import HeadMode, concurrently, route_heads
+from pyspark_gazette.client.list_apply import iter_fragments, list_fragments_many
 from pyspark_gazette.client.settle import Settled, fill, settle, spool_vouches
 from pyspark_gazette.errors import DataLossError, OptionError, StoreError, redact_url
 from pyspark_gazette.flow.labels import truncated_at
@@ -123,8 +124,10 @@ class GazettePartition(InputPartition):
         object.__setattr__(self, "truncated_at", truncated_at)
         object.__setattr__(self, "value", index)
 
-    @property
+    @functools.cached_property
     def length(self) -> int:
+        # Cached: packing asks for it many times, and a journal of many small fragments makes
+        # partitions of many thousand segments (the segments are an immutable tuple).
         return sum(s.length for s in self.segments)
 
 
@@ -206,22 +209,85 @@ def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: Re
     ]
 
 
+#: Journals a timestamp-bounded read plans at once (:func:`window_snapshot`: a few listings each).
+WINDOW_THREADS = 32
+
+
+def window_snapshot(client: JournalClient, info: JournalInfo, opts: ReadOptions) -> Snapshot | None:
+    """A ``startingTimestamp`` read's snapshot of ``info`` from listings of its range alone, or
+    None when the caller must list the whole journal (:func:`take_snapshot`).
+
+    The broker filters by persist time (ListFragments' ``begin_mod_time`` / ``end_mod_time``), so
+    the fragments outside the window are never sent: the read's start is the first fragment,
+    in offset order, persisted at or after ``startingTimestamp`` (the first of a listing with
+    ``begin_mod_time``, one fragment a page); with ``endingTimestamp`` its end is the furthest end
+    of the fragments from there persisted at or before it (a listing from the start, page token,
+    with ``end_mod_time``). Then the journal is listed from the start (page token) up to that end,
+    or to its write head without ``endingTimestamp``. Listings are cover sets, so from its first
+    fragment on this is what a whole listing holds: the range, its holes and its segments are the
+    same. None when no fragment is persisted at or after ``startingTimestamp``, when nothing from
+    the start is persisted at or before ``endingTimestamp``, or for a fully suspended journal.
+    """
+    if opts.starting_timestamp is None or fully_suspended_at(info) is not None:
+        return None
+    ttl = SIGNED_URL_TTL if opts.signed_urls else None
+    begin_mod = -(-opts.starting_timestamp // 1000)  # mod times are whole seconds: >= bound
+    start = next(
+        (
+            f.spec.begin
+            for f in iter_fragments(client.conns, info.name, begin_mod_time=begin_mod, page_limit=1)
+            if f.spec.mod_time  # unpersisted content passes the filter: start_offset skips it
+        ),
+        None,
+    )
+    if start is None:
+        return None
+    end: int | None = None
+    if opts.ending_timestamp is not None:
+        end_mod = opts.ending_timestamp // 1000  # <= bound
+        ends = [f.spec.end for f in iter_fragments(client.conns, info.name, end_mod_time=end_mod, start=start)]
+        if not ends:
+            return None
+        end = max(ends)
+    listed = []
+    for f in iter_fragments(client.conns, info.name, signature_ttl=ttl, start=start):
+        if end is not None and f.spec.begin >= end:
+            break
+        listed.append(f)
+    if not listed or listed[0].spec.begin != start:
+        return None
+    return _snapshot(client, info, listed, opts, need=end or 0, ask_primary=end is None)
+
+
 def _replicated(client: JournalClient, journal: str) -> bool:
     route = client.conns.route(journal)
     return route is not None and len(route.endpoints) > 1
 
 
 def take_snapshot(
-    client: JournalClient, info: JournalInfo, opts: ReadOptions, *, need: int = 0, ask_primary: bool = True
+    client: JournalClient,
+    info: JournalInfo,
+    opts: ReadOptions,
+    *,
+    need: int = 0,
+    ask_primary: bool = True,
+    since: int = 0,
 ) -> Snapshot:
     """``info``'s snapshot; ``need``: an end the caller knows was reached (a stream's planned
     offset), below which holes are waited out like those below the primary's head
     (``ask_primary``: also ask the primary for its write head). A fully suspended journal's is
-    empty at its resumption offset, with no RPC (:func:`fully_suspended_at`)."""
+    empty at its resumption offset, with no RPC (:func:`fully_suspended_at`).
+
+    ``since``: list only the fragments that begin at or after this offset (ListFragments' page
+    token). Listings are cover sets (ordered by begin, ends ascending), so from the first
+    fragment listed on such a snapshot holds exactly what a whole listing holds: a range that
+    starts at or after that fragment's begin is planned the same (the caller checks that it
+    does; :attr:`Snapshot.earliest` is then that fragment's begin, not the journal's)."""
     at = fully_suspended_at(info)
     if at is not None:
         return Snapshot(info, framing_of(info, opts.framing), (), at, truncated_at=truncation_of(info, opts))
-    listed = client.list_fragments(info.name, signature_ttl=SIGNED_URL_TTL if opts.signed_urls else None)
+    ttl = SIGNED_URL_TTL if opts.signed_urls else None
+    listed = client.list_fragments(info.name, signature_ttl=ttl, **({"start": since} if since else {}))
     return _snapshot(client, info, listed, opts, need=need, ask_primary=ask_primary)
 
 
@@ -369,6 +435,7 @@ def segments(
     out: list[Segment] = []
     pos = start
     file_root = opts.connection.file_root
+    checked: set[str] = set()  # stores whose fsspec package is known to be here
     for listed in snap.fragments:
         f = listed.spec
         if pos >= end:
@@ -391,8 +458,9 @@ def segments(
             and (bool(listed.signed_url) if opts.signed_urls and not listed.stored else True)
             and (file_root is not None or not ref.backing_store.startswith("file://"))
         )
-        if direct and not (opts.signed_urls and not listed.stored):
+        if direct and not (opts.signed_urls and not listed.stored) and ref.backing_store not in checked:
             _require_store_package(snap.name, ref.backing_store)
+            checked.add(ref.backing_store)
         out.append(
             Segment(
                 snap.name,
@@ -524,9 +592,18 @@ def plan(
     client: JournalClient, infos: Sequence[JournalInfo], opts: ReadOptions, *, lost: list | None = None
 ) -> tuple[list[GazettePartition], dict[str, tuple[int, int]]]:
     """Partitions of a batch read, and the planned ``[start, end)`` of each journal."""
+    by_name = {i.name: i for i in infos}
+    names = list(by_name)
     parts: list[GazettePartition] = []
     ranges: dict[str, tuple[int, int]] = {}
-    for snap in take_snapshots(client, infos, opts):
+    if opts.starting_timestamp is not None:
+        # A window of persist times: each journal listed over its range alone where it can be.
+        windowed = concurrently(lambda name: window_snapshot(client, by_name[name], opts), names, WINDOW_THREADS)
+        rest = take_snapshots(client, [i for i in infos if windowed[i.name] is None], opts)
+        snaps = [windowed[i.name] or rest.pop(0) for i in infos]
+    else:
+        snaps = take_snapshots(client, infos, opts)
+    for snap in snaps:
         start, end = ranges[snap.name] = planned_range(snap, opts, lost)
         snap = settle_range(client, snap, start, end, opts)
         segs = segments(snap, start, end, opts, lost=lost)

@@ -208,6 +208,14 @@ def aligned_partitions(
     return out
 
 
+def _last_begin(snap: Snapshot, offset: int) -> int:
+    """The begin of the last fragment of ``snap`` that begins at or before ``offset`` (0: none)."""
+    for f in reversed(snap.fragments):  # ordered by begin: the range's end is near the last ones
+        if f.spec.begin <= offset:
+            return f.spec.begin
+    return 0
+
+
 def _resumes_at(client, journal: str) -> int:
     """Where a journal that answered SUSPENDED resumes: fully suspended, it has no content and
     its spec holds the offset its appends go on from (:func:`fully_suspended_at`; a journal
@@ -242,6 +250,9 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._held: set[tuple[str, int, int]] = set()
         #: Journals waiting at a hole: (the hole's start, when to list it again).
         self._holds: dict[str, tuple[int, float]] = {}
+        #: By journal, the begin of the fragment the last planned range ended in (or at): the next
+        #: trigger, starting there, lists the journal from it (:meth:`_hold_at_holes`).
+        self._listed_from: dict[str, int] = {}
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -482,8 +493,17 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     moved.remove(journal)
 
         def plan(journal: str) -> Snapshot | None:
+            info, need = self._infos[journal], end[journal]
             try:
-                return take_snapshot(client, self._infos[journal], self.opts, need=end[journal], ask_primary=False)
+                # A steady trigger starts where the last one ended: the journal is listed from the
+                # fragment that range ended in, not from its first fragment (a long journal has
+                # many). The listing must reach back to the range's start, else it is listed whole.
+                since = self._listed_from.get(journal, 0)
+                if since and since <= origin[journal] and not self.opts.read_committed:
+                    snap = take_snapshot(client, info, self.opts, need=need, ask_primary=False, since=since)
+                    if snap.fragments and snap.fragments[0].spec.begin <= origin[journal]:
+                        return snap
+                return take_snapshot(client, info, self.opts, need=need, ask_primary=False)
             except JournalNotFoundError:
                 return None  # deleted meanwhile: partitions() says so
 
@@ -496,9 +516,11 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not waiting:
                 _planned[(self._token, journal)] = (s, e, snap)
                 self._holds.pop(journal, None)
+                self._listed_from[journal] = _last_begin(snap, e)
                 continue
             first = min(waiting)
             end[journal] = max(s, first[0])
+            self._listed_from[journal] = _last_begin(snap, end[journal])
             held[journal] = (snap, s, e)
             self._holds[journal] = (end[journal], time.monotonic() + HOLD_RECHECK)
             if (journal, *first) not in self._held:
