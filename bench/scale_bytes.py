@@ -369,6 +369,13 @@ def main() -> int:
             spark = None
             client.close()
         spreads = summarize(points)
+        try:  # typed reads take the pure-Python parse without the C scanner: say which was measured
+            import pyspark_gazette._jsonscan  # noqa: F401
+
+            scanner = True
+        except ImportError:
+            scanner = False
+            print("note: the C JSON scanner (pyspark_gazette._jsonscan) is not built: typed reads were pure Python")
         from realgazette import GAZETTE_VERSION
 
         save(
@@ -385,6 +392,7 @@ def main() -> int:
                 },
                 "store": {"bytes_on_disk": disk, "fragments": files, "build_s": round(build_s, 1)},
                 "gazette_version": GAZETTE_VERSION if gazette_sizes else None,
+                "c_scanner": scanner,
                 "jvm_peak_rss_mib": round(jvm_peak),
                 "spread": spreads,
                 "points": points,
