@@ -2,7 +2,7 @@
 """Scale curve "bytes": batch-read throughput from 100 MB to 10 GB, one journal and 16 journals.
 
     .venv/bin/python bench/scale_bytes.py [--sizes 100M,316M,1G,3.16G,10G] [--journals 1,16] [--rounds 2]
-        [--fragment-mib 16] [--baseline-max 1G] [--gazette-sizes 1G,max]
+        [--fragment-mib 16] [--baseline-max 1G] [--gazette-sizes 1G,max] [--fixed 1M]
 
 Data: one block of about ``--fragment-mib`` MiB of ndjson click events (bench_read's events) is
 made and compressed with ZSTANDARD once; that same compressed file is copied under every
@@ -23,6 +23,10 @@ size and for each layout (``--journals``):
   a real Gazette (v0.103.0, one broker; its file root holds hard links to the same fragment
   files). Persisted fragments are read by the executors straight from the store, so a broker
   only plans: its CPU is reported beside Spark's.
+
+First, every case reads ``--fixed`` bytes (1 MB): what a query costs whatever it reads (Spark's
+planning, code generation and task scheduling, our planning); the summary also gives each
+series' MB per CPU second with that cost taken off, the part that should not depend on size.
 
 Every answer is checked (rows and bytes are known from the block). Reported per case: seconds,
 MB/s, MB/s per busy core (bytes / CPU seconds of the Spark JVM and its Python workers, from
@@ -110,13 +114,69 @@ def link_tree(src: str, dst: str) -> None:
             os.link(os.path.join(base, n), os.path.join(out, n))
 
 
-def spark_cpu(jvm: int) -> tuple[float, float]:
-    """CPU seconds so far of the Spark JVM and of its descendants (the Python daemon and workers);
-    a process that exited is counted in its parent's waited-for children."""
-    from benchlib import process_cpu
-    from scalelib import children
+class SparkCpu:
+    """CPU seconds of the Spark JVM and of its descendants (the Python daemon and its workers)
+    during a block, from /proc, polled every ``every`` seconds: PySpark's daemon ignores SIGCHLD,
+    so a worker that exits is counted nowhere once it is gone; polling keeps each process's
+    last reading (a worker exiting mid-query loses at most its last interval). A child the JVM
+    started itself and waited for is counted in the JVM's waited-for children instead. ``own`` is
+    the poller's own CPU (this process's, to be taken off the embedded broker's)."""
 
-    return process_cpu(jvm), sum(process_cpu(p, children=True) for p in children(jvm))
+    def __init__(self, jvm: int, every: float = 0.1):
+        import threading
+
+        self.jvm, self.every = jvm, every
+        self.base: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.parent: dict[int, int] = {}
+        self.alive: set[int] = set()
+        self.own = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="spark-cpu")
+
+    def _read(self) -> dict[int, float]:
+        from scalelib import children
+
+        tick = os.sysconf("SC_CLK_TCK")
+        out = {}
+        for p in [self.jvm, *children(self.jvm)]:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            self.parent[p] = int(fields[1])
+            # utime + stime, and for the JVM also its waited-for children's
+            out[p] = sum(int(x) for x in fields[11 : 15 if p == self.jvm else 13]) / tick
+        self.alive = set(out)
+        return out
+
+    def _run(self) -> None:
+        t = time.thread_time()
+        while not self._stop.wait(self.every):
+            self.last.update(self._read())
+        self.own = time.thread_time() - t
+
+    def __enter__(self) -> SparkCpu:
+        self.base = self._read()
+        self.last = dict(self.base)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.last.update(self._read())
+
+    def split(self) -> tuple[float, float]:
+        """CPU seconds of the JVM, of its descendants."""
+        jvm = self.last[self.jvm] - self.base[self.jvm]
+        rest = sum(
+            v - self.base.get(p, 0.0)
+            for p, v in self.last.items()
+            if p != self.jvm and (p in self.alive or self.parent.get(p) != self.jvm)
+        )
+        return jvm, rest
 
 
 def worker_rss(jvm: int) -> float:
@@ -133,6 +193,7 @@ def main() -> int:
     p.add_argument("--fragment-mib", type=int, default=16, help="uncompressed fragment (block) size")
     p.add_argument("--baseline-max", type=parse_size, default=parse_size("1G"), help="largest size of the baseline")
     p.add_argument("--gazette-sizes", default="1G,max", help="sizes also read through real Gazette, or none")
+    p.add_argument("--fixed", default="1M", help="a small read every way: the per-query fixed cost (none: skip)")
     args = p.parse_args()
     sizes = sorted({parse_size(s) for s in args.sizes.split(",")})
     layouts = [int(j) for j in args.journals.split(",")]
@@ -162,7 +223,8 @@ def main() -> int:
             f.write(block.compressed)
         store = os.path.join(work, "store")
         names = {j: [f"bytes/{j}x/j{i:02d}" for i in range(j)] for j in layouts}
-        ends = {(j, s): [block.prefix(s // j)] * j for j in layouts for s in sizes}
+        small = [] if args.fixed == "none" else [parse_size(args.fixed)]
+        ends = {(j, s): [block.prefix(s // j)] * j for j in layouts for s in [*small, *sizes]}
         with Embedded(work, store) as broker:
             client = JournalClient(ClientConfig(broker.address, file_root=store))
             specs = [ndjson_spec(n, block.size) for j in layouts for n in names[j]]
@@ -265,110 +327,115 @@ def main() -> int:
                 baseline(kind, warm)()
             os.remove(warm)
 
-            points: list[dict[str, Any]] = []
-            with LoadSampler() as load:
-                for size in sizes:
-                    cases: list[dict[str, Any]] = []
-                    for j in layouts:
-                        for where in brokers:
-                            if where != "embedded" and size not in gazette_sizes:
-                                continue
-                            opts = options(where, j, size)
-                            schema = untyped_schema(True, False)
-                            t = time.perf_counter()
-                            parts = GazetteBatchReader(ReadOptions.parse(opts), schema).partitions()
-                            plan_s = time.perf_counter() - t
-                            nbytes = sum(e for e, _ in ends[(j, size)])
-                            rows = sum(r for _, r in ends[(j, size)])
-                            for kind in ("typed", "raw"):
-                                cases.append(
-                                    {
-                                        "name": f"{kind}, {j} journal{'s' if j > 1 else ''}, {where}",
-                                        "kind": kind,
-                                        "journals": j,
-                                        "source": where,
-                                        "size": size,
-                                        "bytes": nbytes,
-                                        "rows": rows,
-                                        "partitions": len(parts),
-                                        "plan_s": round(plan_s, 3),
-                                        "fn": ours(kind, opts),
-                                    }
-                                )
-                    export = None
-                    if size <= args.baseline_max:
-                        export = os.path.join(work, "export.json")
-                        nbytes, rows = ends[(layouts[0], size)][0]
-                        with open(export, "wb") as f:
-                            for _ in range(nbytes // block.size):
-                                f.write(block.data)
-                            f.write(block.data[: nbytes % block.size])
-                        for kind, what in (("typed", "spark.read.json"), ("raw", "spark.read.text")):
+            def measure(size: int, fixed: bool = False) -> list[dict[str, Any]]:
+                """Every case at ``size``, interleaved rounds; ``fixed``: the per-query fixed-cost read."""
+                cases: list[dict[str, Any]] = []
+                for j in layouts:
+                    for where in brokers:
+                        if where != "embedded" and size not in gazette_sizes and not fixed:
+                            continue
+                        opts = options(where, j, size)
+                        schema = untyped_schema(True, False)
+                        t = time.perf_counter()
+                        parts = GazetteBatchReader(ReadOptions.parse(opts), schema).partitions()
+                        plan_s = time.perf_counter() - t
+                        nbytes = sum(e for e, _ in ends[(j, size)])
+                        rows = sum(r for _, r in ends[(j, size)])
+                        for kind in ("typed", "raw"):
                             cases.append(
                                 {
-                                    "name": f"{kind}, {what} (file)",
+                                    "name": f"{kind}, {j} journal{'s' if j > 1 else ''}, {where}",
                                     "kind": kind,
-                                    "journals": 0,
-                                    "source": what,
+                                    "journals": j,
+                                    "source": where,
                                     "size": size,
                                     "bytes": nbytes,
                                     "rows": rows,
-                                    "fn": baseline(kind, export),
+                                    "partitions": len(parts),
+                                    "plan_s": round(plan_s, 3),
+                                    "fn": ours(kind, opts),
                                 }
                             )
-                    for case in cases:
-                        case["runs"] = []
-                    for r in range(args.rounds):
-                        for case in reversed(cases) if r % 2 else cases:
-                            others = brokers.get(case["source"], (None, None, []))[2]
-                            jvm0, workers0 = spark_cpu(jvm)
-                            broker0, gc0 = sum(process_cpu(q) for q in others), gc_ms()
+                export = None
+                if size <= args.baseline_max or fixed:
+                    export = os.path.join(work, "export.json")
+                    nbytes, rows = ends[(layouts[0], size)][0]
+                    with open(export, "wb") as f:
+                        for _ in range(nbytes // block.size):
+                            f.write(block.data)
+                        f.write(block.data[: nbytes % block.size])
+                    for kind, what in (("typed", "spark.read.json"), ("raw", "spark.read.text")):
+                        cases.append(
+                            {
+                                "name": f"{kind}, {what} (file)",
+                                "kind": kind,
+                                "journals": 0,
+                                "source": what,
+                                "size": size,
+                                "bytes": nbytes,
+                                "rows": rows,
+                                "fn": baseline(kind, export),
+                            }
+                        )
+                for case in cases:
+                    case["runs"] = []
+                for r in range(args.rounds):
+                    for case in reversed(cases) if r % 2 else cases:
+                        others = brokers.get(case["source"], (None, None, []))[2]
+                        broker0, gc0 = sum(process_cpu(q) for q in others), gc_ms()
+                        with SparkCpu(jvm) as meter:
                             t = time.perf_counter()
                             answer = case["fn"]()
                             wall = time.perf_counter() - t
-                            jvm1, workers1 = spark_cpu(jvm)
-                            broker1, gc1 = sum(process_cpu(q) for q in others), gc_ms()
-                            check(case, answer)
-                            if case["kind"] == "typed" and case["journals"] == 0:
-                                for c in cases:  # ours at the same bytes must agree with spark.read.json
-                                    if c["kind"] == "typed" and c["journals"] == layouts[0]:
-                                        c["typed_answer"] = answer
-                            case["runs"].append(
-                                {
-                                    "wall_s": round(wall, 3),
-                                    "cpu_jvm_s": round(jvm1 - jvm0, 2),
-                                    "cpu_workers_s": round(workers1 - workers0, 2),
-                                    "cpu_broker_s": round(broker1 - broker0, 3),
-                                    "gc_s": round((gc1 - gc0) / 1000, 2),
-                                    "jvm_rss_mib": round(rss_mib(jvm)),
-                                    "worker_rss_mib": round(worker_rss(jvm)),
-                                }
-                            )
-                    if export:
-                        os.remove(export)
-                    for case in cases:
-                        case.pop("fn")
-                        case.pop("typed_answer", None)
-                        best = min(case["runs"], key=lambda x: x["wall_s"])
-                        cpu = min(x["cpu_jvm_s"] + x["cpu_workers_s"] for x in case["runs"])
-                        case["best_s"] = best["wall_s"]
-                        case["spark_cpu_s"] = round(cpu, 2)
-                        case["mb_s"] = round(case["bytes"] / 1e6 / best["wall_s"], 1)
-                        case["mb_s_per_cpu_s"] = round(case["bytes"] / 1e6 / cpu, 1) if cpu else None
-                        case["mb_s_per_core_wall"] = round(case["bytes"] / 1e6 / best["wall_s"] / CORES, 1)
-                        points.append(case)
-                        print(
-                            f"{label(size):>9s}  {case['name']:36s} {best['wall_s']:7.2f} s  {case['mb_s']:7.1f} MB/s  "
-                            f"per CPU-s {case['mb_s_per_cpu_s'] or 0:6.1f}  per core (wall) {case['mb_s_per_core_wall']:6.1f}  "
-                            f"CPU {cpu:6.2f} s  broker CPU {min(x['cpu_broker_s'] for x in case['runs']):5.2f} s  "
-                            f"GC {best['gc_s']:.2f} s  parts {case.get('partitions', '-')}  plan {case.get('plan_s', '-')}"
+                        broker1, gc1 = sum(process_cpu(q) for q in others), gc_ms()
+                        if os.getpid() in others:  # the embedded broker shares this process with the poller
+                            broker1 -= meter.own
+                        cpu_jvm, cpu_workers = meter.split()
+                        check(case, answer)
+                        if case["kind"] == "typed" and case["journals"] == 0:
+                            for c in cases:  # ours at the same bytes must agree with spark.read.json
+                                if c["kind"] == "typed" and c["journals"] == layouts[0]:
+                                    c["typed_answer"] = answer
+                        case["runs"].append(
+                            {
+                                "wall_s": round(wall, 3),
+                                "cpu_jvm_s": round(cpu_jvm, 2),
+                                "cpu_workers_s": round(cpu_workers, 2),
+                                "cpu_broker_s": round(broker1 - broker0, 3),
+                                "gc_s": round((gc1 - gc0) / 1000, 2),
+                                "jvm_rss_mib": round(rss_mib(jvm)),
+                                "worker_rss_mib": round(worker_rss(jvm)),
+                            }
                         )
-                    sys.stdout.flush()
+                if export:
+                    os.remove(export)
+                for case in cases:
+                    case.pop("fn")
+                    case.pop("typed_answer", None)
+                    best = min(case["runs"], key=lambda x: x["wall_s"])
+                    cpu = min(x["cpu_jvm_s"] + x["cpu_workers_s"] for x in case["runs"])
+                    case["best_s"] = best["wall_s"]
+                    case["spark_cpu_s"] = round(cpu, 2)
+                    case["mb_s"] = round(case["bytes"] / 1e6 / best["wall_s"], 1)
+                    case["mb_s_per_cpu_s"] = round(case["bytes"] / 1e6 / cpu, 1) if cpu else None
+                    case["mb_s_per_core_wall"] = round(case["bytes"] / 1e6 / best["wall_s"] / CORES, 1)
+                    print(
+                        f"{label(size):>9s}  {case['name']:36s} {best['wall_s']:7.2f} s  {case['mb_s']:7.1f} MB/s  "
+                        f"per CPU-s {case['mb_s_per_cpu_s'] or 0:6.1f}  per core (wall) {case['mb_s_per_core_wall']:6.1f}  "
+                        f"CPU {cpu:6.2f} s  broker CPU {min(x['cpu_broker_s'] for x in case['runs']):5.2f} s  "
+                        f"GC {best['gc_s']:.2f} s  parts {case.get('partitions', '-')}  plan {case.get('plan_s', '-')}"
+                    )
+                sys.stdout.flush()
+                return cases
+
+            with LoadSampler() as load:
+                fixed = measure(parse_size(args.fixed), fixed=True) if args.fixed != "none" else []
+                points = [case for size in sizes for case in measure(size)]
             jvm_peak = peak_rss_mib(jvm)
             spark.stop()
             spark = None
             client.close()
-        spreads = summarize(points)
+        spreads = summarize(points, fixed)
         try:  # typed reads take the pure-Python parse without the C scanner: say which was measured
             import pyspark_gazette._jsonscan  # noqa: F401
 
@@ -396,6 +463,7 @@ def main() -> int:
                 "jvm_peak_rss_mib": round(jvm_peak),
                 "spread": spreads,
                 "points": points,
+                "fixed": fixed,
             },
             load,
         )
@@ -423,10 +491,22 @@ def series(record: dict[str, Any]) -> dict[tuple[str, int, str], list[dict[str, 
     return out
 
 
-def summarize(points: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(points: list[dict[str, Any]], fixed: list[dict[str, Any]]) -> dict[str, Any]:
     """Per series of the embedded broker: the spread of MB/s per busy core over the sizes
-    ((max - min) / max), the issue's "within 10%"; and each size's ratios to the baseline."""
+    ((max - min) / max), the issue's "within 10%", also with the fixed cost of a query (the
+    CPU of the ``--fixed`` read of the same series) taken off; and each size's ratios to the baseline."""
     spreads: dict[str, Any] = {}
+    small = {(p["kind"], p["journals"], p["source"]): p for p in fixed}
+    if fixed:
+        print(f"\nper-query fixed cost, CPU-s of a {label(fixed[0]['bytes'])} read (JVM + Python workers):")
+        for p in fixed:
+            print(f"  {p['name']:36s} {p['spark_cpu_s']:5.2f}")
+    for p in points:
+        f = small.get((p["kind"], p["journals"], p["source"]))
+        if f and p["spark_cpu_s"] > f["spark_cpu_s"]:
+            p["mb_per_marginal_cpu_s"] = round(
+                (p["bytes"] - f["bytes"]) / 1e6 / (p["spark_cpu_s"] - f["spark_cpu_s"]), 1
+            )
     print("\nspread over the sizes of MB/s per CPU-s (per core of wall time), goal within 10%:")
     for (kind, j, source), pts in series({"points": points}).items():
         if source != "embedded" or len(pts) < 2:
@@ -435,8 +515,21 @@ def summarize(points: list[dict[str, Any]]) -> dict[str, Any]:
         wall = [p["mb_s_per_core_wall"] for p in pts]
         s_cpu = (max(cpu) - min(cpu)) / max(cpu)
         s_wall = (max(wall) - min(wall)) / max(wall)
-        spreads[f"{kind}, {j} journals"] = {"cpu": round(s_cpu, 3), "wall": round(s_wall, 3)}
-        print(f"  {kind}, {j:2d} journals: {s_cpu:5.1%} ({s_wall:5.1%})  {'within' if s_cpu <= 0.1 else 'OUTSIDE'}")
+        marginal = [p["mb_per_marginal_cpu_s"] for p in pts if p.get("mb_per_marginal_cpu_s")]
+        s_marg = (max(marginal) - min(marginal)) / max(marginal) if len(marginal) == len(pts) else None
+        spreads[f"{kind}, {j} journals"] = {
+            "cpu": round(s_cpu, 3),
+            "wall": round(s_wall, 3),
+            "marginal_cpu": None if s_marg is None else round(s_marg, 3),
+        }
+        print(
+            f"  {kind}, {j:2d} journals: {s_cpu:5.1%} ({s_wall:5.1%})  {'within' if s_cpu <= 0.1 else 'OUTSIDE'}"
+            + (
+                ""
+                if s_marg is None
+                else f"; fixed cost taken off {s_marg:5.1%}: " + ", ".join(f"{m:.0f}" for m in marginal) + " MB/CPU-s"
+            )
+        )
     base = {(p["kind"], p["size"]): p for p in points if p["journals"] == 0}
     if base:
         print(
