@@ -9,8 +9,9 @@ made and compressed with ZSTANDARD once; that same compressed file is copied und
 fragment name (names differ by their begin and end offsets, the SHA-1 is the block's) straight
 into the file store of an embedded broker, which lists them (``broker.refresh``). Every read
 still decompresses and parses every byte. One journal holds the largest size; 16 journals each
-hold 1/16 of it. A size is read as a prefix: ``endingOffsets`` at the line boundary nearest to
-``size / journals`` bytes of each journal, so nothing is built twice.
+hold 1/16 of it. A size is read as a prefix: ``endingOffsets`` at the first line end at or past
+``size / journals`` bytes of each journal, so nothing is built twice. Reads use the defaults
+(``maxPartitionBytes`` 128 MiB, partitions planned for the driver's cores).
 
 Cases, on local[2], interleaved (every other round in reverse) and best of ``--rounds``, at each
 size and for each layout (``--journals``):
@@ -29,9 +30,10 @@ planning, code generation and task scheduling, our planning); the summary also g
 series' MB per CPU second with that cost taken off, the part that should not depend on size.
 
 Every answer is checked (rows and bytes are known from the block). Reported per case: seconds,
-MB/s, MB/s per busy core (bytes / CPU seconds of the Spark JVM and its Python workers, from
-/proc) and MB/s per core of wall time (bytes / seconds / 2), the broker's CPU, the driver's
-planning time and partitions, JVM garbage-collection time and memory. Writes
+MB/s, MB/s per busy core (bytes / CPU seconds of the Spark JVM and its Python workers, polled
+from /proc) and MB/s per core of wall time (bytes / seconds / 2), the broker's CPU (the embedded
+broker's process; real Gazette's broker and etcd), the driver's planning time and partitions,
+JVM garbage-collection time and memory. Writes
 docs/scale/bytes.json and docs/scale/bytes.png. Real Gazette needs ``.bin/`` (or
 ``GAZETTE_BIN_DIR``); the data goes under ``$BENCH_TMP`` (default: bench/) and is removed.
 """
@@ -212,6 +214,12 @@ def main() -> int:
     from pyspark_gazette.spark.read.batch_scan import GazetteBatchReader
     from pyspark_gazette.spark.source import untyped_schema
     from scalelib import LoadSampler, dir_bytes, peak_rss_mib, rss_mib, save
+
+    if gazette_sizes:
+        import realgazette
+
+        if realgazette.missing():
+            p.error(f"real Gazette is not installed ({realgazette.HOW_TO_GET}); or pass --gazette-sizes none")
 
     work = tempfile.mkdtemp(prefix="scale-bytes-", dir=os.environ.get("BENCH_TMP", HERE))
     spark = cluster = None
