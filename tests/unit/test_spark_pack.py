@@ -130,6 +130,28 @@ def test_a_large_journal_is_split_over_the_cores_along_fragments():
     assert len(pack(split([part], opts()), opts())) == 1
 
 
+def test_a_journal_planned_in_several_partitions_is_split_as_one_range():
+    """plan() cuts a journal at maxPartitionBytes; split() then cuts the journal, not each of
+    those partitions: 200 MiB on 2 cores is two tasks of 100 MiB, not 64 + 64 + 72 MiB."""
+    from pyspark_gazette.spark.read.pack import split
+
+    whole = fragments_journal(25, 8 * MIB)  # 200 MiB
+    planned = [
+        GazettePartition(0, whole.journal, whole.framing, whole.segments[:16]),  # 128 MiB
+        GazettePartition(1, whole.journal, whole.framing, whole.segments[16:]),
+    ]
+    parts = split(planned, opts(minPartitions="2"))
+    assert [len(p.segments) for p in parts] == [12, 13]
+    assert [s for p in parts for s in p.segments] == list(whole.segments)
+    assert [p.index for p in parts] == [0, 1]
+    # A target at maxPartitionBytes leaves the planned partitions as they are.
+    assert split(planned, opts(minPartitions="1")) == planned
+    # Another journal's partitions are cut on their own.
+    other = GazettePartition(2, "big/k", whole.framing, (Segment("big/k", 0, 8 * MIB),))
+    mixed = split([*planned, other], opts(minPartitions="2"))
+    assert [(p.journal, len(p.segments)) for p in mixed] == [("big/j", 12), ("big/j", 13), ("big/k", 1)]
+
+
 def test_a_broker_tail_is_cut_at_the_target_and_committed_reads_stay_whole():
     from pyspark_gazette.spark.read.pack import split
 

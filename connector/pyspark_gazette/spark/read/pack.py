@@ -16,9 +16,10 @@ piece; a larger group becomes a :class:`PackedPartition`.
 Batch reads spread their bytes over the cores like Spark's file sources: with ``minPartitions``
 unset they plan for :func:`default_parallelism` partitions (the planning process's cores: a
 Python data source is planned in a Python worker on the driver, which is told nothing of Spark's
-default parallelism), and :func:`split` first cuts a journal's partition longer than the target
-along its segments (a fragment is never split; a broker-read tail is cut at the target). Streams
-keep ``minPartitions`` as given (their partitions must not depend on the machine).
+default parallelism), and :func:`split` first cuts a journal longer than the target (as one
+range, however the planner cut it) along its segments (a fragment is never split; a broker-read
+tail is cut at the target). Streams keep ``minPartitions`` as given (their partitions must not
+depend on the machine).
 
 Determinism: the grouping depends only on the pieces' order and weights. The stream planner
 weighs a piece by its planned offset range (never by which fragments happen to be persisted), so
@@ -113,24 +114,31 @@ def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazetteP
     A partition becomes ``ceil(length / target)`` partitions of about equal length, its segments
     kept in order (each goes where its middle byte falls, so a partition may pass the target by
     less than a fragment); a fragment is never split, a broker-read segment of a text framing is
-    cut at the target first. Read-committed partitions (one journal in
-    order, one task) stay whole. Indices are renumbered from 0.
+    cut at the target first. Consecutive partitions of one journal (the planner cut it at
+    ``maxPartitionBytes``) are cut as one range when one of them is longer than the target: a
+    200 MB journal on 2 cores becomes 2 partitions of 100 MB, not 67 + 67 + 66 MB (3 tasks, one
+    core idle for the third). Read-committed partitions (one journal in order, one task) stay
+    whole. Indices are renumbered from 0.
     """
     from pyspark_gazette.spark.read.plan import split_tail
 
     target = pack_target([p.length + opts.open_cost_bytes for p in parts], opts)
     out: list[GazettePartition] = []
-    for part in parts:
-        if opts.read_committed or part.length <= target:
-            out.append(GazettePartition(len(out), part.journal, part.framing, part.segments, part.truncated_at))
+    for run in _journal_runs(parts):
+        part = run[0]
+        if opts.read_committed or all(p.length <= target for p in run):
+            for p in run:
+                out.append(GazettePartition(len(out), p.journal, p.framing, p.segments, p.truncated_at))
             continue
         pieces = [
             p
-            for seg in part.segments
+            for one in run
+            for seg in one.segments
             for p in (split_tail(seg, target, part.framing) if seg.fragment is None else [seg])
         ]
-        n = -(-part.length // target)  # ceil
-        share = part.length / n
+        length = sum(p.length for p in pieces)
+        n = -(-length // target)  # ceil
+        share = length / n
         groups: list[list] = [[] for _ in range(n)]
         done = 0
         for piece in pieces:  # each piece to the group its middle byte falls in: n balanced groups
@@ -140,6 +148,17 @@ def split(parts: Sequence[GazettePartition], opts: ReadOptions) -> list[GazetteP
             if g:
                 out.append(GazettePartition(len(out), part.journal, part.framing, tuple(g), part.truncated_at))
     return out
+
+
+def _journal_runs(parts: Sequence[GazettePartition]) -> list[list[GazettePartition]]:
+    """``parts`` in runs of consecutive partitions of the same journal."""
+    runs: list[list[GazettePartition]] = []
+    for part in parts:
+        if runs and runs[-1][0].journal == part.journal:
+            runs[-1].append(part)
+        else:
+            runs.append([part])
+    return runs
 
 
 def pack(
