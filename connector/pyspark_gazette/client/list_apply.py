@@ -266,6 +266,10 @@ class ListedFragment:
     stored: bool = False
 
 
+#: Fragments per ListFragments page of a whole listing without signed URLs (Gazette's maximum).
+WHOLE_LISTING_PAGE = 10_000
+
+
 def list_fragments(
     conns: Connections,
     journal: str,
@@ -288,6 +292,11 @@ def list_fragments(
     ``attempts``: as :meth:`~pyspark_gazette.client.conn.Connections.retry_unavailable`'s (None:
     a broker restarting is waited for ``broker_timeout``).
     """
+    if not page_limit and not signature_ttl:
+        # A whole listing in pages of Gazette's largest (10,000), not its default 1,000: a
+        # journal of many fragments costs a tenth of the round trips. Signed URLs make each
+        # fragment several times larger, so those listings keep the default page.
+        page_limit = WHOLE_LISTING_PAGE
     return list(
         iter_fragments(
             conns,

@@ -41,6 +41,7 @@ ZERO_SUM = "0" * 40
 _MAX_OFFSET = (1 << 63) - 1
 _HEX_OFFSET = re.compile(r"[0-9a-fA-F]+")
 _HEX_SUM = re.compile(r"[0-9a-f]{40}")
+_HEX_DIGITS = "0123456789abcdef"
 
 
 def content_name(begin: int, end: int, sum_hex: str, codec: int) -> str:
@@ -122,7 +123,9 @@ class FragmentRef:
         if self.codec not in EXTENSIONS:
             raise FragmentNameError(f"fragment of {self.journal!r} has invalid codec {codec_name(self.codec)}")
         lowered = self.sum.lower()
-        if not _HEX_SUM.fullmatch(lowered):
+        # Exactly 40 hex characters (stripping every hex character leaves nothing): as the
+        # pattern _HEX_SUM says, at a fraction of a regular expression's cost per fragment.
+        if len(lowered) != 40 or lowered.strip(_HEX_DIGITS):
             raise FragmentNameError(f"fragment of {self.journal!r}: sum must be 40 hex characters, got {self.sum!r}")
         if lowered != self.sum:
             object.__setattr__(self, "sum", lowered)

@@ -62,7 +62,9 @@ def sha1sum_from_hex(text: str) -> pb.SHA1Sum:
 
 
 def sha1sum_to_hex(s: pb.SHA1Sum) -> str:
-    return sha1sum_to_digest(s).hex()
+    # The digest's bytes in order, as hex: part1 and part2 are 8 bytes each, part3 the last 4
+    # (one format call: planning converts one sum per listed fragment).
+    return f"{s.part1:016x}{s.part2:016x}{s.part3:08x}"
 
 
 def label_set(labels: Mapping[str, str | Iterable[str]] | Iterable[tuple[str, str]]) -> pb.LabelSet:
