@@ -92,13 +92,25 @@ def gazette_pids(cluster) -> list[int]:  # type: ignore[no-untyped-def]
     return [b.proc.pid for b in cluster.cluster.brokers if b.proc is not None]
 
 
-def sample(t0: float, jvm: int, broker_pids: list[int], checkpoint: str) -> dict:
+def heap_after_gc_mib(spark) -> float:  # type: ignore[no-untyped-def]
+    """The driver JVM's heap in use right after its last collection (every heap pool's
+    ``CollectionUsage``), MiB: unlike RSS, it grows only with objects the JVM keeps."""
+    used = 0
+    factory = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    for pool in factory.getMemoryPoolMXBeans():
+        if str(pool.getType()) == "Heap memory" and pool.getCollectionUsage() is not None:
+            used += pool.getCollectionUsage().getUsed()
+    return used / (1 << 20)
+
+
+def sample(t0: float, jvm: int, broker_pids: list[int], checkpoint: str, spark=None) -> dict:  # type: ignore[no-untyped-def]
     kids = python_children(jvm)
     ck_bytes, ck_files = scalelib.dir_bytes(checkpoint)
     me = os.getpid()
     return {
         "t": round(time.monotonic() - t0, 1),
         "jvm_rss": round(scalelib.rss_mib(jvm), 1),
+        **({"jvm_heap_after_gc": round(heap_after_gc_mib(spark), 1)} if spark is not None else {}),
         "jvm_threads": scalelib.threads(jvm),
         "jvm_files": scalelib.open_files(jvm),
         "driver_py_rss": round(scalelib.rss_mib(me), 1),
@@ -151,6 +163,7 @@ def summarise(xs: list[float], ys: list[float]) -> dict:
 SERIES = (
     ("trigger_ms", "trigger time (ms)"),
     ("jvm_rss", "driver JVM RSS (MiB)"),
+    ("jvm_heap_after_gc", "driver JVM heap after its last collection (MiB)"),
     ("driver_py_rss", "driver Python RSS (MiB)"),
     ("workers_rss", "Python under the JVM, RSS (MiB)"),
     ("broker_rss", "broker RSS (MiB)"),
@@ -214,7 +227,7 @@ def run(args) -> dict:  # type: ignore[no-untyped-def]
                         for p in query.recentProgress:
                             if p["batchId"] not in batches and p.get("numInputRows", 0) > 0:
                                 batches[p["batchId"]] = progress(p, t0)
-                        samples.append(sample(t0, jvm, broker_pids, checkpoint))
+                        samples.append(sample(t0, jvm, broker_pids, checkpoint, spark))
                         s = samples[-1]
                         print(
                             f"{s['t']:7.0f}s batches {len(batches):5d} appended {feeder.appended:9d}"
@@ -263,15 +276,50 @@ def run(args) -> dict:  # type: ignore[no-untyped-def]
         shutil.rmtree(base, ignore_errors=True)
 
 
+#: Seconds at the start of a run left out of the growth summary: Spark's checkpoint fills its
+#: retention (the last 100 batches), the JVM sizes its heap, the broker its buffers.
+WARMUP = 600
+
+
+def windows(record: dict, minutes: float = 5) -> list[dict]:
+    """Per ``minutes`` window: the median trigger time, the mean load average and the samples."""
+    out = []
+    span = minutes * 60
+    end = max((x["t"] for x in record["samples"]), default=0)
+    t = 0.0
+    while t <= end:
+        trig = [x["trigger_ms"] for x in record["batches"] if t <= x["t"] < t + span]
+        samp = [x for x in record["samples"] if t <= x["t"] < t + span]
+        if trig and samp:
+            out.append(
+                {
+                    "t": t,
+                    "trigger_ms": statistics.median(trig),
+                    "load": statistics.fmean(x["load"] for x in samp),
+                }
+            )
+        t += span
+    return out
+
+
 def summary(record: dict) -> dict:
-    out = {}
-    b = record["batches"]
-    # The first minute warms the JVM up; growth is judged after it.
-    warm = [x for x in b if x["t"] >= 60] or b
-    out["trigger_ms"] = summarise([x["t"] for x in warm], [x["trigger_ms"] for x in warm])
-    s = [x for x in record["samples"] if x["t"] >= 60] or record["samples"]
+    """Each series after the warm-up (:data:`WARMUP`, a sixth of shorter runs): its median in the
+    first and last tenth and its slope per hour; and how the trigger time followed the load
+    (correlation of 5-minute medians with the load average)."""
+    warmup = min(WARMUP, record["minutes"] * 10)
+    out: dict = {"warmup_s": warmup}
+    b = [x for x in record["batches"] if x["t"] >= warmup] or record["batches"]
+    out["trigger_ms"] = summarise([x["t"] for x in b], [x["trigger_ms"] for x in b])
+    s = [x for x in record["samples"] if x["t"] >= warmup] or record["samples"]
     for key, _label in SERIES[1:]:
-        out[key] = summarise([x["t"] for x in s], [x[key] for x in s])
+        if all(key in x for x in s):
+            out[key] = summarise([x["t"] for x in s], [x[key] for x in s])
+    w = windows(record)
+    if len(w) > 2:
+        out["trigger_vs_load"] = {
+            "correlation": round(statistics.correlation([x["load"] for x in w], [x["trigger_ms"] for x in w]), 2),
+            "windows": [{k: round(v, 1) for k, v in x.items()} for x in w],
+        }
     return out
 
 
@@ -288,6 +336,13 @@ def draw(record: dict) -> None:
     ax_t.set_xlabel("minutes")
     ax_t.set_ylabel("trigger time (ms)")
     ax_t.set_ylim(bottom=0)
+    w = windows(record)
+    ax_t.plot([x["t"] / 60 + 2.5 for x in w], [x["trigger_ms"] for x in w], "-", color="C0", label="5-minute median")
+    load_ax = ax_t.twinx()
+    load_ax.plot([x["t"] / 60 for x in record["samples"]], [x["load"] for x in record["samples"]], color="C3", lw=0.8)
+    load_ax.set_ylabel("load average (red)", fontsize=8, color="C3")
+    load_ax.set_ylim(bottom=0)
+    ax_t.legend(fontsize=7, loc="upper left")
     s = record["samples"]
     mins = [x["t"] / 60 for x in s]
     for key, label in (
@@ -295,8 +350,10 @@ def draw(record: dict) -> None:
         ("driver_py_rss", "driver Python"),
         ("workers_rss", "Python under JVM"),
         ("broker_rss", "broker"),
+        ("jvm_heap_after_gc", "driver JVM heap after GC"),
     ):
-        ax_m.plot(mins, [x[key] for x in s], label=label)
+        if all(key in x for x in s):
+            ax_m.plot(mins, [x[key] for x in s], label=label)
     ax_m.set_xlabel("minutes")
     ax_m.set_ylabel("resident memory (MiB)")
     ax_m.set_ylim(bottom=0)
