@@ -237,16 +237,16 @@ test-oldest-pyspark: $(OLD_STAMP)  ## a smoke subset of the Spark tests on the o
 bench-kafka: $(STAMP) $(OLD_STAMP) gazette  ## bench/bench_kafka.py with BENCH_ARGS (e.g. "--events 200000 --broker gazette")
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python bench/bench_kafka.py $(BENCH_ARGS)
 
-# The scale curves of docs/scale.md, one bench after the other on a quiet machine: about two and a
-# half hours (the duration curve alone is an hour); the executors curve needs root (network
-# namespaces). Each bench writes docs/scale/<curve>.json and .png.
+# The scale curves of docs/scale.md with the arguments of its figures, one bench after the other
+# on a quiet machine: about an hour and a half (the duration curve alone is an hour); the
+# executors curve needs root (network namespaces). Each bench writes docs/scale/<curve>.json and .png.
 SCALE_PY = PYSPARK_PYTHON=$(abspath $(VENV)/bin/python) $(VENV)/bin/python
-scale: $(STAMP) gazette  ## measure every curve of docs/scale.md (hours; see docs/scale.md)
-	$(SCALE_PY) bench/scale_bytes.py
-	$(SCALE_PY) bench/scale_fragments.py
-	$(SCALE_PY) bench/scale_journals.py
-	$(SCALE_PY) bench/scale_executors.py
-	$(SCALE_PY) bench/scale_duration.py
+scale: $(STAMP) gazette  ## measure every curve of docs/scale.md (about 90 minutes; see docs/scale.md)
+	$(SCALE_PY) bench/scale_bytes.py --sizes 100M,316M,1G,3.16G,10G --journals 1,16 --rounds 1 --baseline-max 1G --gazette-sizes 1G,max
+	$(SCALE_PY) bench/scale_fragments.py --rounds 2
+	$(SCALE_PY) bench/scale_journals.py --journals 100,300,1000,3000,5000,10000 --rounds 1 --triggers 3
+	$(SCALE_PY) bench/scale_executors.py --mib 256 --rounds 2
+	$(SCALE_PY) bench/scale_duration.py --minutes 60
 
 scale-plots: $(STAMP)  ## draw docs/scale/*.png again from docs/scale/*.json
 	$(VENV)/bin/python bench/scale_plots.py
