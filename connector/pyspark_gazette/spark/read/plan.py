@@ -599,8 +599,8 @@ def plan(
     if opts.starting_timestamp is not None:
         # A window of persist times: each journal listed over its range alone where it can be.
         windowed = concurrently(lambda name: window_snapshot(client, by_name[name], opts), names, WINDOW_THREADS)
-        rest = take_snapshots(client, [i for i in infos if windowed[i.name] is None], opts)
-        snaps = [windowed[i.name] or rest.pop(0) for i in infos]
+        rest = iter(take_snapshots(client, [i for i in infos if windowed[i.name] is None], opts))
+        snaps = [windowed[i.name] or next(rest) for i in infos]
     else:
         snaps = take_snapshots(client, infos, opts)
     for snap in snaps:
