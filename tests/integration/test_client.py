@@ -435,6 +435,56 @@ def test_list_and_watch_over_a_thousand_journals(client, broker):
         watch.close()
 
 
+def test_a_list_watch_keeps_the_latest_listing(client, broker):
+    """``JournalListWatch``: the latest snapshot of a selector's journals, kept by a List watch on
+    a thread of its own, follows a create and a delete; a selector of several names selects
+    exactly those journals; closed, it has no listing and its thread has ended."""
+    specs = [make_spec(f"lw/j{i}", labels={"group": "lw"}) for i in range(3)]
+    create(broker, client, *specs)
+
+    def names(listing) -> set[str]:
+        return {j.name for j in listing}
+
+    watch = client.list_watch("group=lw")
+    try:
+        assert names(watch.wait(lambda got: len(got) == 3, 30)) == {"lw/j0", "lw/j1", "lw/j2"}
+        create(broker, client, make_spec("lw/late", labels={"group": "lw"}))
+        assert "lw/late" in names(watch.wait(lambda got: len(got) == 4, 30))
+        gone = next(j for j in client.list_journals("group=lw") if j.name == "lw/j0")
+        client.apply([Change(expect_mod_revision=gone.mod_revision, delete="lw/j0")])
+        assert names(watch.wait(lambda got: "lw/j0" not in names(got), 30)) == {"lw/j1", "lw/j2", "lw/late"}
+        assert watch.listing() is not None
+    finally:
+        watch.close()
+    assert watch.listing() is None and not watch._thread.is_alive()
+    by_name = pb.LabelSelector(
+        include=pb.LabelSet(labels=[pb.Label(name="name", value=n) for n in ("lw/j2", "lw/late")])
+    )
+    with client.list_watch(by_name) as named:
+        assert names(named.wait(bool, 30)) == {"lw/j2", "lw/late"}
+
+
+def test_a_list_watch_opens_again_after_its_broker_restarts(make_broker):
+    """A List watch whose broker stops has no listing while it is down (callers List then, and
+    see the outage), and a fresh one once a broker answers on the address again."""
+    from pyspark_gazette.broker import EmbeddedBroker
+
+    first = make_broker()
+    port = int(first.address.rsplit(":", 1)[1])
+    with JournalClient(ClientConfig(first.address, timeout=5)) as c:
+        c.apply([Change(0, upsert=make_spec("lwr/a", labels={"group": "lwr"}))])
+        with c.list_watch("group=lwr") as watch:
+            assert len(watch.wait(bool, 30)) == 1
+            first.stop(grace=0)
+            stopped = watch._cond
+            with stopped:
+                assert stopped.wait_for(lambda: watch._listing is None, 30), "a stopped broker's listing was kept"
+            second = make_broker(port=port)
+            assert isinstance(second, EmbeddedBroker)
+            c.apply([Change(0, upsert=make_spec("lwr/b", labels={"group": "lwr"}))])
+            assert {j.name for j in watch.wait(lambda got: len(got) == 2, 60)} == {"lwr/a", "lwr/b"}
+
+
 def test_reads_and_appends_ask_for_the_etcd_revision_the_client_saw(client, broker):
     """The client sends the largest Etcd revision of the response headers it saw (here Apply's,
     then List's and Append's) as ``min_etcd_revision`` of its Reads and Appends. Gazette's main

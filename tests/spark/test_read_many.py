@@ -202,7 +202,7 @@ def test_stream_over_many_journals_packs_deterministic_partitions(spark, broker,
 
 
 @pytest.mark.both_brokers
-def test_stream_latest_offset_from_watched_write_heads(broker, client, create_journal):
+def test_stream_latest_offset_from_watched_write_heads(broker, client, create_journal, monkeypatch):
     """``watchWriteHeads``: ``latestOffset`` follows appends, new and deleted journals through the
     watcher; ``stop`` ends the watches."""
     import time
@@ -226,9 +226,20 @@ def test_stream_latest_offset_from_watched_write_heads(broker, client, create_jo
             assert time.monotonic() < deadline, f"latestOffset {got} != {expected}"
             time.sleep(0.05)
 
+    listed: list[str] = []
+    resolve = stream_module.resolve_journals
+
+    def counted(*args, **kwargs):
+        listed.append("List")
+        return resolve(*args, **kwargs)
+
+    monkeypatch.setattr(stream_module, "resolve_journals", counted)
     try:
         start = sr.initialOffset()  # latest: each journal's one line
         assert byte_offsets(start) == {n: len(line(n, 0)) for n in names}
+        # The journals' listing is watched too: once it has a snapshot, triggers do not List.
+        assert stream_module._list_watches[sr._token].wait(lambda got: len(got) == len(names), 30)
+        listed.clear()
         assert sr.latestOffset(start, limit) == start  # idle
         watcher = stream_module._watchers[sr._token]
         assert watcher.watched() == set(names)
@@ -245,9 +256,48 @@ def test_stream_latest_offset_from_watched_write_heads(broker, client, create_jo
             sr.latestOffset(start, limit)
             assert time.monotonic() < deadline, "the deleted journal is still watched"
             time.sleep(0.05)
+        assert listed == [], "a trigger listed the journals although their listing is watched"
     finally:
         sr.stop()
-    assert sr._token not in stream_module._watchers
+    assert sr._token not in stream_module._watchers and sr._token not in stream_module._list_watches
+
+
+@pytest.mark.both_brokers
+def test_a_stream_of_named_journals_watches_their_listing_by_name(broker, client, create_journal):
+    """``watchWriteHeads`` with named journals: their listing is watched through a selector of
+    their names (no other journal is listed), and a named journal deleted while the stream runs
+    fails the trigger naming it, as an unwatched stream's List does."""
+    import pyspark_gazette.spark.read.stream as stream_module
+    from pyspark_gazette.errors import OptionError
+    from pyspark_gazette.spark.read.stream import GazetteStreamReader
+    from pyspark_gazette.spark.source import untyped_schema
+
+    names = [f"wn/j{i}" for i in range(4)]
+    for n in [*names, "wn/other"]:
+        create_journal(n, labels={"set": "wn"})
+        client.append(n, line(n, 0))
+    base = {"broker.address": broker.address, "store.fileRoot": broker.store_root}
+    opts = ReadOptions.parse({**base, "journals": ",".join(names), "watchWriteHeads": "true"}, streaming=True, env={})
+    sr = GazetteStreamReader(opts, untyped_schema(True, False))
+    limit = sr.getDefaultReadLimit()
+    try:
+        start = sr.initialOffset()
+        watch = stream_module._list_watches[sr._token]
+        assert {j.name for j in watch.wait(lambda got: len(got) == len(names), 30)} == set(names)
+        head = client.append(names[1], line(names[1], 1)).end
+        deadline = time.monotonic() + 30
+        while byte_offsets(sr.latestOffset(start, limit)) != {**byte_offsets(start), names[1]: head}:
+            assert time.monotonic() < deadline, "latestOffset never saw the append"
+            time.sleep(0.05)
+        gone = next(j for j in client.list_journals("set=wn") if j.name == names[2])
+        client.apply([Change(expect_mod_revision=gone.mod_revision, delete=names[2])])
+        assert watch.wait(lambda got: names[2] not in {j.name for j in got}, 30) is not None
+        with pytest.raises(OptionError, match="wn/j2") as err:
+            sr.latestOffset(start, limit)
+        assert err.value.option == "journals"
+    finally:
+        sr.stop()
+    assert sr._token not in stream_module._list_watches
 
 
 @pytest.mark.both_brokers

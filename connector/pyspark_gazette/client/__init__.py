@@ -7,6 +7,7 @@ from pyspark_gazette.client.conn import ClientConfig, Connections, backoff, pars
 from pyspark_gazette.client.list_apply import (
     Change,
     JournalInfo,
+    JournalListWatch,
     ListedFragment,
     apply,
     apply_in_batches,
@@ -26,6 +27,7 @@ __all__ = [
     "Connections",
     "JournalClient",
     "JournalInfo",
+    "JournalListWatch",
     "ListedFragment",
     "Reader",
     "RetryReader",

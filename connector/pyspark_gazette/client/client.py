@@ -51,6 +51,11 @@ class JournalClient:
     def watch_journals(self, selector: str | pb.LabelSelector | None = None) -> Iterator[list[journals.JournalInfo]]:
         return journals.watch_journals(self.conns, selector)
 
+    def list_watch(self, selector: str | pb.LabelSelector | None = None) -> journals.JournalListWatch:
+        """A :class:`~pyspark_gazette.client.list_apply.JournalListWatch` of ``selector``'s journals
+        (the caller closes it)."""
+        return journals.JournalListWatch(self.conns, selector)
+
     def get_journal(self, journal: str) -> journals.JournalInfo:
         return journals.get_journal(self.conns, journal)
 

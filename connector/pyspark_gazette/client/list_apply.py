@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import grpc
 
-from pyspark_gazette.client.conn import CONNECT_ATTEMPTS, Connections, translate_rpc_error
+from pyspark_gazette.client.conn import CONNECT_ATTEMPTS, Connections, backoff, translate_rpc_error
 from pyspark_gazette.errors import (
     EtcdTransactionFailedError,
     GazetteError,
@@ -29,6 +32,8 @@ from pyspark_gazette.errors import (
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.protocol.labels import to_selector
+
+log = logging.getLogger(__name__)
 
 #: Etcd's limit of operations in one transaction; ``apply_in_batches`` stays below it.
 MAX_CHANGES_PER_APPLY = 128
@@ -105,30 +110,131 @@ def _list_once(conns: Connections, selector: str | pb.LabelSelector | None) -> l
 def watch_journals(conns: Connections, selector: str | pb.LabelSelector | None = None) -> Iterator[list[JournalInfo]]:
     """Yield a full snapshot of matching journals each time the set changes (List watch mode).
 
-    The stream stays open; close the generator to end it.
+    The stream stays open; close the generator to end it. :class:`JournalListWatch` keeps the
+    latest snapshot on a thread of its own instead.
     """
     request = pb.ListRequest(selector=to_selector(selector), watch=True)
-    snapshot: list[JournalInfo] = []
-    first = True
     try:
-        stream = conns.stub().List(request, **{k: v for k, v in conns.call_kwargs().items() if k != "timeout"})
+        stream = conns.stub().List(request, **_watch_kwargs(conns))
         try:
-            for resp in stream:
-                if _is_delimiter(resp):
-                    yield snapshot
-                    snapshot, first = [], True
-                    continue
-                if first:
-                    if resp.status != pb.OK:
-                        raise error_for_status(resp.status, "List watch failed", response=resp)
-                    conns.saw_header(resp.header)
-                    first = False
-                snapshot.extend(JournalInfo(j.spec, j.mod_revision, j.create_revision, j.route) for j in resp.journals)
+            for snapshot, _ in _snapshots(conns, stream):
+                yield snapshot
         finally:
             stream.cancel()
     except grpc.RpcError as e:
         if e.code() != grpc.StatusCode.CANCELLED:
             raise translate_rpc_error(e, "List watch") from e
+
+
+def _watch_kwargs(conns: Connections) -> dict:
+    return {k: v for k, v in conns.call_kwargs().items() if k != "timeout"}  # a watch has no deadline
+
+
+def _snapshots(
+    conns: Connections, stream: Iterable[pb.ListResponse], *, routes: bool = False
+) -> Iterator[tuple[list[JournalInfo], int]]:
+    """The snapshots of a List watch ``stream``, each with the Etcd revision of its header.
+    ``routes``: the client learns each journal's route from them too."""
+    snapshot: list[JournalInfo] = []
+    revision, first = 0, True
+    for resp in stream:
+        if _is_delimiter(resp):
+            yield snapshot, revision
+            snapshot, first = [], True
+            continue
+        if first:
+            if resp.status != pb.OK:
+                raise error_for_status(resp.status, "List watch failed", response=resp)
+            conns.saw_header(resp.header)
+            revision, first = resp.header.etcd.revision, False
+        for j in resp.journals:
+            snapshot.append(JournalInfo(j.spec, j.mod_revision, j.create_revision, j.route))
+            if routes and j.route.endpoints:
+                conns.update_route(j.spec.name, pb.Header(route=j.route))
+
+
+class JournalListWatch:
+    """The journals a selector matches, kept current by a List watch on a thread of its own.
+
+    :meth:`listing` is the latest snapshot, or ``None`` before the first one arrives and while the
+    watch is down (a broker restarting, the stream ended at an auth token's ``exp``): callers List
+    then. A broken watch is opened again after :func:`backoff`; a snapshot older (by Etcd revision)
+    than one already taken, from a broker that lags another, is not taken. Thread-safe;
+    :meth:`close` ends it.
+
+    A stream over many journals lists them once per trigger otherwise: at 10,000 journals that
+    one List is most of ``latestOffset`` (docs/scale.md).
+    """
+
+    def __init__(self, conns: Connections, selector: str | pb.LabelSelector | None = None):
+        self._conns = conns
+        self._request = pb.ListRequest(selector=to_selector(selector), watch=True)
+        self._cond = threading.Condition()
+        self._listing: list[JournalInfo] | None = None
+        self._revision = 0
+        self._call: Any = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="gazette-list-watch", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> JournalListWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def listing(self) -> list[JournalInfo] | None:
+        """The latest snapshot (``None`` while there is none: see the class docstring)."""
+        with self._cond:
+            return self._listing
+
+    def wait(self, ready: Callable[[list[JournalInfo]], bool], timeout: float) -> list[JournalInfo] | None:
+        """The first snapshot for which ``ready`` is true, waiting up to ``timeout`` seconds for
+        one; ``None`` at the timeout or when closed."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or (self._listing is not None and ready(self._listing)), timeout)
+            return self._listing if self._listing is not None and ready(self._listing) else None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            call, self._listing = self._call, None
+            self._cond.notify_all()
+        if call is not None:
+            call.cancel()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        attempt = 0
+        while True:
+            endpoint = self._conns.address
+            with self._cond:
+                if self._closed:
+                    return
+                call = self._call = self._conns.stub(endpoint).List(self._request, **_watch_kwargs(self._conns))
+            try:
+                for snapshot, revision in _snapshots(self._conns, call, routes=True):
+                    with self._cond:
+                        if revision >= self._revision:
+                            self._listing, self._revision = snapshot, revision
+                            self._cond.notify_all()
+                    attempt = 0
+                log.debug("List watch ended by the broker; opening it again")
+            except grpc.RpcError as e:
+                if _unavailable(e):
+                    self._conns.endpoint_failed(None, endpoint)  # the next bootstrap address next
+                log.debug("List watch failed: %s", e.code())
+            except GazetteError as e:
+                log.debug("List watch failed: %s", e)
+            finally:
+                call.cancel()
+            with self._cond:
+                self._call, self._listing = None, None
+                self._cond.notify_all()
+                if not self._closed:
+                    self._cond.wait(backoff(min(attempt, 4)))
+            attempt += 1
 
 
 def _is_delimiter(resp: pb.ListResponse) -> bool:

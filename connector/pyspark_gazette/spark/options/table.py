@@ -543,7 +543,9 @@ OPTIONS: tuple[Option, ...] = (
         "128 journals or more, `false` below. Each watched journal holds a stream on its broker (a "
         "goroutine on Gazette's brokers, a thread on the embedded broker). A watched head lags an "
         "append by the broker's answer (a round trip): `processAllAvailable()` right after an append "
-        "may return before reading it. `Trigger.AvailableNow` always asks every journal at the start.",
+        "may return before reading it. A watching stream also keeps its journals' listing open as a "
+        "List watch (one stream on a broker), so a trigger does not List every journal. "
+        "`Trigger.AvailableNow` always lists and asks every journal at the start.",
         scopes=frozenset({STREAM}),
         choices=("auto", "true", "false"),
     ),

@@ -62,7 +62,7 @@ class StoreStreamReader(GazetteStreamReader):
     def _through_outages(self, fn: Callable[[], _T]) -> _T:
         return fn()
 
-    def _journals(self, client) -> list:
+    def _journals(self, client, *, fresh: bool = False) -> list:
         return [s.snap.info for s in self._listing().values()]
 
     def _write_head(self, client, journal: str) -> int:  # type: ignore[override]

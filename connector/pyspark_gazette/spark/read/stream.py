@@ -11,7 +11,9 @@ scales with the object store.
   Read per journal, a window of them in flight: no fragment listing), cut by the read limit.
   With ``watchWriteHeads`` (``auto``, the default, from :data:`WATCH_AUTO_JOURNALS` journals on), a
   :class:`~pyspark_gazette.client.heads.HeadWatcher` keeps a blocking metadata-only Read open per
-  journal and only journals it does not watch yet are asked.
+  journal and only journals it does not watch yet are asked, and a
+  :class:`~pyspark_gazette.client.list_apply.JournalListWatch` keeps the journals' listing (a List
+  watch), so a trigger does not List them all (:meth:`GazetteStreamReader._journals`).
   With no new data it returns ``start`` and Spark runs no batch (no tasks). ``maxBytesPerTrigger`` (or Spark's
   ``ReadMaxBytes``) is shared across journals: each journal with a backlog first gets up to
   ``limit / (2 * journals)``, the rest is shared in proportion to the remaining backlogs, so a
@@ -94,7 +96,9 @@ from pyspark_gazette.errors import (
     offset_ranges,
 )
 from pyspark_gazette.message import LINES, Framing, framing_by_name
+from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.durations import duration_seconds
+from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
 from pyspark_gazette.spark.read.batch_scan import read_partition
 from pyspark_gazette.spark.read.committed import (
@@ -132,6 +136,8 @@ SWEEP_THREADS = 32
 _planner_clients: dict = {}
 #: Write-head watchers of the driver-side stream readers (``watchWriteHeads``), by reader token.
 _watchers: dict = {}
+#: Journal listing watches of the driver-side stream readers (with ``watchWriteHeads``), by reader token.
+_list_watches: dict = {}
 #: Read-committed state scans of the next micro-batch, by (reader token, journal) (scan_ahead.py).
 _scans_ahead: dict = {}
 #: Snapshots ``latestOffset`` planned a journal's range from, by (reader token, journal): (begin,
@@ -295,8 +301,32 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 time.sleep(backoff(min(attempt, 4)))
                 attempt += 1
 
-    def _journals(self, client) -> list:
-        return resolve_journals(client, self.opts.journals, self.opts.selector)
+    def _journals(self, client, *, fresh: bool = False) -> list:
+        """The stream's journals, in name order: from the reader's listing watch when it has a
+        snapshot, else listed now (``fresh``: always), starting the watch when the stream watches
+        (:meth:`_watching`: a stream over many journals would otherwise List them all every
+        trigger). A named journal missing from the watch's snapshot is listed now, which says
+        which one is missing."""
+        if not fresh and (watch := _list_watches.get(self._token)) is not None:
+            listed = watch.listing()
+            if listed is not None:
+                if self.opts.selector:
+                    return sorted(listed, key=lambda i: i.name)
+                names = {base_journal(j) for j in self.opts.journals}
+                infos = sorted((i for i in listed if i.name in names), key=lambda i: i.name)
+                if len(infos) == len(names):
+                    return infos
+        infos = resolve_journals(client, self.opts.journals, self.opts.selector)
+        if not fresh and self._token not in _list_watches and self._watching(len(infos)):
+            _list_watches[self._token] = client.list_watch(self._watch_selector())
+        return infos
+
+    def _watch_selector(self) -> str | pb.LabelSelector:
+        """The stream's ``selector``, or one matching each of its named journals."""
+        if self.opts.selector:
+            return self.opts.selector
+        names = sorted({base_journal(j) for j in self.opts.journals})
+        return pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=n) for n in names]))
 
     def _snapshot(self, client, info, *, need: int = 0):
         """``info``'s snapshot; ``need``: an end the stream planned (the primary is not asked)."""
@@ -331,7 +361,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``HeadMode.EVERY_MEMBER``), so that no append acknowledged before the query started is left out
         because one member had not caught up. A fully suspended journal's is its resumption
         offset, asked of no broker (:func:`fully_suspended_at`)."""
-        infos = self._journals(client)
+        infos = self._journals(client, fresh=fresh)
         self._created = {i.name: i.create_revision for i in infos}
         self._infos = {i.name: i for i in infos}
         suspended = {i.name: at for i in infos if (at := fully_suspended_at(i)) is not None}
@@ -360,7 +390,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         watcher it started (its watches are already paid for)."""
         mode = self.opts.watch_write_heads
         if mode == "auto":
-            return journals >= WATCH_AUTO_JOURNALS or self._token in _watchers
+            return journals >= WATCH_AUTO_JOURNALS or self._token in _watchers or self._token in _list_watches
         return mode == "true"
 
     # -- DataSourceStreamReader ---------------------------------------------------------------
@@ -780,3 +810,6 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         watcher = _watchers.pop(self._token, None)
         if watcher is not None:
             watcher.close()
+        listing = _list_watches.pop(self._token, None)
+        if listing is not None:
+            listing.close()
