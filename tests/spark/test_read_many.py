@@ -109,6 +109,40 @@ def test_the_same_offsets_plan_the_same_partitions(spark, broker, client):
         assert kinds == {True, False}
 
 
+@pytest.mark.both_brokers
+def test_planning_takes_each_primarys_write_head_from_its_own_listing(broker, client, monkeypatch):
+    """A read of many journals lists each one's fragments from its primary, whose write head is
+    the end of that listing (a Gazette broker's write head is the end of its fragment index):
+    no metadata Read is sent for it. Where another member answered the listing (here: the check
+    forced to say so) the primary is asked, and the plan is the same."""
+    from pyspark_gazette.client import list_apply
+    from pyspark_gazette.spark.read import plan as plan_module
+    from pyspark_gazette.spark.source import untyped_schema
+
+    names = create_many(client, "prim", 6, broker=broker)
+    for name in names:
+        client.append(name, line(name, 0) + line(name, 1))  # live: the end is the write head
+    asked: list[list[str]] = []
+    route_heads = plan_module.route_heads
+
+    def recorded(conns, journals, mode, *args, **kwargs):
+        if mode is plan_module.HeadMode.PRIMARY:
+            asked.append(list(journals))
+        return route_heads(conns, journals, mode, *args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "route_heads", recorded)
+    schema = untyped_schema(True, False)
+    by_listing = planned(broker, schema, selector="set=prim")
+    assert asked == [[]], "a journal its primary listed was asked for its write head again"
+    monkeypatch.setattr(list_apply, "primary_answered", lambda header: False)
+    asked.clear()
+    by_read = planned(broker, schema, selector="set=prim")
+    assert asked == [names]
+    assert by_read == by_listing
+    ends = {m.journal: max(s.end for s in m.segments) for p in by_listing for m in p.members}
+    assert ends == {n: len(line(n, 0) + line(n, 1)) for n in names}
+
+
 def test_tiny_and_huge_journals_tails_and_fragments_mixed(spark, broker, client, create_journal):
     names = create_many(client, "mixed", 30, length=1024)
     expected = []

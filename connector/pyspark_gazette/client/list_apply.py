@@ -472,9 +472,15 @@ def list_fragments_many(
     *,
     signature_ttl: float | None = None,
     window: int = LIST_FRAGMENTS_WINDOW,
+    primary_heads: dict[str, int] | None = None,
 ) -> Iterator[tuple[str, list[ListedFragment]]]:
     """``(journal, list_fragments(journal))`` for each journal, in order, with up to ``window``
     first-page requests in flight at once.
+
+    ``primary_heads``: filled with the write head of each journal whose whole listing its
+    primary answered (:func:`primary_answered`): a Gazette broker's write head is the end of
+    its fragment index, the set ListFragments lists, so the listing's end is the head the
+    primary reported when it answered, with no metadata Read needed to learn it.
 
     The requests are started as gRPC futures (no thread each: at 5,000 journals this costs half
     to a third of a pool of threads making one call each) and sent to a route member when the
@@ -499,7 +505,10 @@ def list_fragments_many(
         if resp is None or resp.status != pb.OK or resp.next_page_token != 0:
             return journal, list_fragments(conns, journal, signature_ttl=signature_ttl)
         conns.update_route(journal, resp.header if resp.HasField("header") else None)
-        return journal, [ListedFragment(f.spec, f.signed_url) for f in resp.fragments]
+        listed = [ListedFragment(f.spec, f.signed_url) for f in resp.fragments]
+        if primary_heads is not None and resp.HasField("header") and primary_answered(resp.header):
+            primary_heads[journal] = max((f.spec.end for f in listed), default=0)
+        return journal, listed
 
     try:
         for journal in journals:
@@ -521,6 +530,13 @@ def list_fragments_many(
         for _, _, future in calls:
             if future is not None:
                 future.cancel()
+
+
+def primary_answered(header: pb.Header) -> bool:
+    """Whether the broker that answered (the header's ``process_id``) is the primary of the
+    header's route. A broker that proxies a call returns the member's answer, with its header."""
+    route = header.route
+    return 0 <= route.primary < len(route.members) and route.members[route.primary] == header.process_id
 
 
 def _unavailable(e: grpc.RpcError) -> bool:

@@ -191,8 +191,14 @@ def take_snapshots(client: JournalClient, infos: Sequence[JournalInfo], opts: Re
         return [take_snapshot(client, info, opts) for info in infos]
     ttl = SIGNED_URL_TTL if opts.signed_urls else None
     names = [i.name for i in live]
-    listed = dict(list_fragments_many(client.conns, names, signature_ttl=ttl, window=PLAN_WINDOW))
-    heads = route_heads(client.conns, names, HeadMode.PRIMARY, PLAN_WINDOW)  # after the listings: never below them
+    by_primary: dict[str, int] = {}
+    listed = dict(
+        list_fragments_many(client.conns, names, signature_ttl=ttl, window=PLAN_WINDOW, primary_heads=by_primary)
+    )
+    # The primary's write head: its listing's end where the primary answered it (one RPC a
+    # journal, not two: list_fragments_many), else asked after the listings (never below them).
+    heads = route_heads(client.conns, [n for n in names if n not in by_primary], HeadMode.PRIMARY, PLAN_WINDOW)
+    heads.update(by_primary)
     # A primary that joined the route after the last appends reports less than they reached;
     # where the listing does not vouch for its head, every route member is asked too.
     # (A route of one member, as on the embedded broker, has no one else to ask.)
