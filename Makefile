@@ -244,7 +244,7 @@ SCALE_PY = PYSPARK_PYTHON=$(abspath $(VENV)/bin/python) $(VENV)/bin/python
 scale: $(STAMP) gazette  ## measure every curve of docs/scale.md (about 90 minutes; see docs/scale.md)
 	$(SCALE_PY) bench/scale_bytes.py --sizes 100M,316M,1G,3.16G,10G --journals 1,16 --rounds 1 --baseline-max 1G --gazette-sizes 1G,max
 	$(SCALE_PY) bench/scale_fragments.py --rounds 2
-	$(SCALE_PY) bench/scale_journals.py --journals 100,300,1000,3000,5000,10000 --rounds 1 --triggers 3
+	$(SCALE_PY) bench/scale_journals.py --journals 100,300,1000,3000,5000,10000 --rounds 2 --triggers 3
 	$(SCALE_PY) bench/scale_executors.py --mib 256 --rounds 2
 	$(SCALE_PY) bench/scale_duration.py --minutes 60
 

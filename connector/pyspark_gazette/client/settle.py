@@ -64,16 +64,13 @@ from pyspark_gazette.client.heads import HeadMode, primary_endpoint, route_heads
 from pyspark_gazette.client.list_apply import ListedFragment, list_fragments
 from pyspark_gazette.errors import HoleInFlightError, offset_ranges, redact_url
 from pyspark_gazette.protocol import pb
+from pyspark_gazette.protocol.durations import HOLE_JUMP_AGE
 
 if TYPE_CHECKING:
     from pyspark_gazette.fragments import FragmentRef
 
 log = logging.getLogger(__name__)
 
-#: A hole followed by a fragment persisted at least this long ago is gone (Gazette's
-#: ``offsetJumpAgeThreshold`` in broker/fragment/index.go: 6 hours): the default of the
-#: ``holeAgeThreshold`` option.
-HOLE_JUMP_AGE = 6 * 3600
 
 #: Waits of :func:`fill` in this process (holes that were not decided at the first listing).
 SETTLE_WAITS = 0

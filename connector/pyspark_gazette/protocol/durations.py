@@ -12,6 +12,12 @@ from typing import Any
 
 from pyspark_gazette.errors import SpecError
 
+#: A hole in the middle of a journal is skipped only when the fragment after it was persisted at
+#: least this long ago (seconds): a younger one may be an upload still in flight after a broker
+#: hand-off (Gazette's ``offsetJumpAgeThreshold`` in broker/fragment/index.go, facts sheet
+#: 3.1.6). The embedded broker's index and the ``holeAgeThreshold`` option's default.
+HOLE_JUMP_AGE = 6 * 3600
+
 _MAX_DURATION_SECONDS = (2**63 - 1) / 1e9  # Go's time.Duration is int64 nanoseconds
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")

@@ -16,10 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pyspark_gazette.fragments import FragmentRef
-
-#: A hole in the middle of a journal is skipped only when the fragment after it is older than
-#: this (it may still be uploading otherwise), facts sheet 3.1.6.
-HOLE_JUMP_AGE = 6 * 3600
+from pyspark_gazette.protocol.durations import HOLE_JUMP_AGE
 
 
 def cover_set(fragments: Iterable[FragmentRef]) -> list[FragmentRef]:
