@@ -202,6 +202,15 @@ def test_list_selectors(gz):
     assert names([("name", "sel/a/", True)]) == ["sel/a/one", "sel/a/two"]
     assert names([("prefix", "sel/b/", False)]) == ["sel/b/three"]
     assert names([("name", "sel/a/two", False)]) == ["sel/a/two"]
+    # Exact names (a read of named journals): only those, and still every other label's test.
+    assert names([("name", "sel/a/one", False), ("name", "sel/b/three", False)]) == ["sel/a/one", "sel/b/three"]
+    assert names([("app.gazette.dev/tag", "x", False), ("name", "sel/a/one", False), ("name", "sel/a/two", False)]) == [
+        "sel/a/one"
+    ]
+    assert names([("name", "sel/a/one", False), ("name", "sel/nope", False)], [("content-type", "", False)]) == []
+    # A prefix is another value of the meta-label name (as Gazette rewrites it): either matches.
+    assert names([("name", "sel/a/two", False), ("prefix", "sel/b/", False)]) == ["sel/a/two", "sel/b/three"]
+    assert names([("name", "sel/a/two", False), ("name", "sel/b/", True)]) == ["sel/a/two", "sel/b/three"]
     assert names([("content-type", "application/", True)]) == ["sel/a/one"]
     with pytest.raises(grpc.RpcError) as err:
         names([("prefix", "no-trailing-slash", False)])

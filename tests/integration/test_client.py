@@ -71,6 +71,11 @@ def test_list_consumes_a_stream_of_many_messages_and_selects(client, broker):
     assert info.label("parity") == "odd" and info.mod_revision > 0
     with pytest.raises(JournalNotFoundError):
         client.get_journal("many/missing")
+    # Several named journals from one List: those that exist, by name (a ;meta suffix stripped).
+    got = client.get_journals(["many/j001", "many/j002;pivot=00", "many/missing", "other/x"])
+    assert sorted(got) == ["many/j001", "many/j002", "other/x"]
+    assert got["many/j002"].label("parity") == "even"
+    assert client.get_journals([]) == {}
 
 
 def test_apply_revisions_updates_and_deletes(client, broker):

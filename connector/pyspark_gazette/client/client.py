@@ -59,6 +59,10 @@ class JournalClient:
     def get_journal(self, journal: str) -> journals.JournalInfo:
         return journals.get_journal(self.conns, journal)
 
+    def get_journals(self, names: Sequence[str]) -> dict[str, journals.JournalInfo]:
+        """Each named journal that exists, by name, from one List."""
+        return journals.get_journals(self.conns, names)
+
     def apply(self, changes: Sequence[journals.Change | pb.ApplyRequest.Change]) -> int:
         return journals.apply(self.conns, changes)
 

@@ -243,6 +243,24 @@ def _is_delimiter(resp: pb.ListResponse) -> bool:
     return not resp.journals and resp.header.etcd.revision == 0
 
 
+def names_selector(journals: Iterable[str]) -> pb.LabelSelector:
+    """A selector of exactly the named journals (Gazette's ``name`` meta-label; several values of
+    one label in ``include`` select a journal having any of them)."""
+    names = sorted({base_journal(j) for j in journals})
+    return pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=n) for n in names]))
+
+
+def get_journals(conns: Connections, journals: Iterable[str]) -> dict[str, JournalInfo]:
+    """The spec and route of each named journal that exists, by name, from one List (a journal
+    missing from the answer does not exist, or is outside an auth token's selector)."""
+    journals = sorted({base_journal(j) for j in journals})
+    if not journals:
+        return {}
+    what = f"List of journal {journals[0]!r}" if len(journals) == 1 else f"List of {len(journals)} journals"
+    wanted = set(journals)
+    return {i.name: i for i in list_journals(conns, names_selector(journals), what=what) if i.name in wanted}
+
+
 def get_journal(conns: Connections, journal: str) -> JournalInfo:
     """The journal's spec and route; :class:`JournalNotFoundError` when it does not exist."""
     name = base_journal(journal)

@@ -6,8 +6,9 @@ import logging
 from typing import Any
 
 from pyspark_gazette.client import JournalClient, JournalInfo
-from pyspark_gazette.errors import FramingError, GazetteError, JournalNotFoundError, OptionError
+from pyspark_gazette.errors import FramingError, GazetteError, OptionError
 from pyspark_gazette.message import Framing, framing_by_name, framing_for_content_type, framings
+from pyspark_gazette.protocol.journal_names import base_journal
 from pyspark_gazette.protocol.labels import CONTENT_TYPE
 from pyspark_gazette.spark.options.parsing import check_offsets_name_read_journals, closest
 
@@ -29,13 +30,9 @@ def resolve_journals(
         if not infos:
             log.warning("selector %r matches no journal: the read is empty until one is created", selector)
     else:
-        infos = []
-        missing = []
-        for name in journals:
-            try:
-                infos.append(client.get_journal(name))
-            except JournalNotFoundError:
-                missing.append(name)
+        found = client.get_journals(journals)  # one List of the named journals
+        infos = [found[n] for n in (base_journal(j) for j in journals) if n in found]
+        missing = [j for j in journals if base_journal(j) not in found]
         if missing:
             # A broker with auth answers "not found" for journals outside the token's selector too.
             hint = " (or broker.authToken does not cover them)" if client.config.auth_token else ""

@@ -12,7 +12,7 @@ from pyspark_gazette.broker.specs import SpecError, validate_apply
 from pyspark_gazette.errors import StoreURLError
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.auth import Claims
-from pyspark_gazette.protocol.labels import matches, validate_selector
+from pyspark_gazette.protocol.labels import META_NAME, META_PREFIX, matches, validate_selector
 
 #: Journals per List response: Gazette v0.103.0 sends at most 1,000 (maxJournalsPerListResponse).
 LIST_PAGE = 1000
@@ -61,7 +61,7 @@ def serve_list(
                 return  # at the token's expiry the watch ends cleanly, as Gazette's
         revision, entries = core.registry.snapshot()
         seen_revision = revision
-        matched = [e for e in entries if _listed(request.selector, claims, e.spec)]
+        matched = _matched(entries, request.selector, claims)
         key = (len(matched), max((e.mod_revision for e in matched), default=0))
         if key == last_key:
             continue
@@ -72,8 +72,27 @@ def serve_list(
 
 def _snapshot(core: BrokerCore, selector: pb.LabelSelector, claims: Claims | None) -> Iterator[pb.ListResponse]:
     revision, entries = core.registry.snapshot()
-    matched = [e for e in entries if _listed(selector, claims, e.spec)]
-    yield from _pages(core, matched, revision)
+    yield from _pages(core, _matched(entries, selector, claims), revision)
+
+
+def _matched(entries, selector: pb.LabelSelector, claims: Claims | None) -> list:
+    """The entries ``selector`` (and the token) lists. A selector that names its journals
+    (``name`` values, as a read of named journals sends) is matched against those alone: a
+    List of a few named journals does not match the selector against every journal."""
+    named = _names(selector)
+    if named is not None:
+        entries = [e for e in entries if e.spec.name in named]
+    return [e for e in entries if _listed(selector, claims, e.spec)]
+
+
+def _names(selector: pb.LabelSelector) -> set[str] | None:
+    """The only journal names ``selector`` can select (its exact ``name`` includes), or None. A
+    ``prefix`` include is another value of ``name`` (a name prefix, as Gazette rewrites it), so
+    with one the selector names no journals exactly."""
+    named = [label for label in selector.include.labels if label.name in (META_NAME, META_PREFIX)]
+    if not named or any(label.name == META_PREFIX or label.prefix or not label.value for label in named):
+        return None
+    return {label.value for label in named}
 
 
 def _pages(core: BrokerCore, entries, revision: int) -> Iterator[pb.ListResponse]:

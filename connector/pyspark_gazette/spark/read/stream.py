@@ -85,7 +85,7 @@ from pyspark_gazette import testing
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.client.conn import backoff
 from pyspark_gazette.client.heads import HeadMode, HeadWatcher, concurrently, route_heads, write_head
-from pyspark_gazette.client.list_apply import iter_fragments
+from pyspark_gazette.client.list_apply import iter_fragments, names_selector
 from pyspark_gazette.client.settle import FILL_WAIT_WITHOUT_REFRESH, REFRESH_SLACK
 from pyspark_gazette.errors import (
     BrokerTimeoutError,
@@ -325,8 +325,7 @@ class GazetteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The stream's ``selector``, or one matching each of its named journals."""
         if self.opts.selector:
             return self.opts.selector
-        names = sorted({base_journal(j) for j in self.opts.journals})
-        return pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=n) for n in names]))
+        return names_selector(self.opts.journals)
 
     def _snapshot(self, client, info, *, need: int = 0):
         """``info``'s snapshot; ``need``: an end the stream planned (the primary is not asked)."""
