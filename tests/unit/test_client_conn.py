@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 
 import pytest
 
@@ -221,3 +222,55 @@ def test_a_check_of_the_etcd_revision_that_learns_nothing_asks_for_none_and_is_n
     assert conns.etcd_revision == 40  # not forgotten: nothing was learned
     conns.saw_header(_header(41))
     assert conns.min_etcd_revision("a/journal") == 41 and len(lists) == 1
+
+
+@pytest.mark.parametrize("ending", ["deadline", "cancelled", "empty"])
+def test_a_check_held_to_its_deadline_forgets_the_revision_however_the_call_ends(monkeypatch, caplog, ending):
+    """A broker holds the check's List until the revision comes or the call's deadline passes.
+    At the deadline the call ends DEADLINE_EXCEEDED, or, when the broker's side of the deadline
+    ends it first, CANCELLED or cleanly with no message (docs/protocol.md). Each means the broker did not reach the revision, so the client forgets
+    it and warns. CANCELLED or an empty end long before the deadline learns nothing: the
+    revision is kept (and no revision asked for)."""
+    import logging
+
+    import grpc
+
+    from pyspark_gazette.client import conn
+
+    class Ended(grpc.RpcError):
+        def __init__(self, code):
+            self._code = code
+
+        def code(self):
+            return self._code
+
+    held = {"seconds": 0.0}
+
+    def answer(request, timeout):
+        time.sleep(held["seconds"])
+        if ending == "deadline":
+            raise Ended(grpc.StatusCode.DEADLINE_EXCEEDED)
+        if ending == "cancelled":
+            raise Ended(grpc.StatusCode.CANCELLED)
+        return iter(())
+
+    class Stub:
+        def List(self, request, **kwargs):  # noqa: N802 - the RPC's name
+            return answer(request, kwargs["timeout"])
+
+    monkeypatch.setattr(conn, "ETCD_CATCH_UP", 0.2)
+    conns = Connections(ClientConfig("http://127.0.0.1:1"))
+    conns.stub = lambda endpoint=None: Stub()  # type: ignore[method-assign]
+    if ending != "deadline":  # ended at once: nothing learned
+        conns.saw_header(_header(40))
+        conns.saw_header(_header(39))
+        assert conns.min_etcd_revision("a/journal") == 0 and conns.etcd_revision == 40
+    held["seconds"] = 0.2  # to the deadline
+    again = Connections(ClientConfig("http://127.0.0.1:1"))
+    again.stub = lambda endpoint=None: Stub()  # type: ignore[method-assign]
+    again.saw_header(_header(40))
+    again.saw_header(_header(39))
+    with caplog.at_level(logging.WARNING, logger="pyspark_gazette.client.conn"):
+        assert again.min_etcd_revision("a/journal") == 0
+    assert again.etcd_revision == 0
+    assert any("no longer asks brokers for Etcd revision 40" in r.getMessage() for r in caplog.records)

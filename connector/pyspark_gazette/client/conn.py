@@ -167,6 +167,12 @@ def parse_address(address: str) -> Target:
     return Target(f"{host}:{port}", url.scheme == "https")
 
 
+def _held_to(since: float, timeout: float) -> bool:
+    """Whether a call started at ``since`` (``time.monotonic()``) ran to about its ``timeout``:
+    one that ends CANCELLED or empty then was ended by the broker's side of its deadline."""
+    return time.monotonic() - since >= 0.9 * timeout
+
+
 def backoff(attempt: int) -> float:
     """Gazette's retry backoff by attempt number: -1 -> 0, 0-1 -> 50 ms, 2-3 -> 100 ms,
     4-5 -> 1 s, then 5 s."""
@@ -392,15 +398,22 @@ class Connections:
         )
         budget = self.config.broker_timeout
         timeout = min(ETCD_CATCH_UP, budget) if budget else ETCD_CATCH_UP
+        asked = time.monotonic()
         try:
             first = next(iter(self.stub().List(request, **self.call_kwargs(timeout))))
         except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            # A List held until its deadline ends DEADLINE_EXCEEDED, or, when the broker's side
+            # of the deadline ends it first, CANCELLED or cleanly with no message (docs/protocol.md).
+            if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED and not (
+                e.code() == grpc.StatusCode.CANCELLED and _held_to(asked, timeout)
+            ):
                 log.debug("checking Etcd revision %d for %s failed: %s", wanted, name, e)
                 return self._check_failed()
             reached = None
         except StopIteration:
-            return self._check_failed()
+            if not _held_to(asked, timeout):
+                return self._check_failed()
+            reached = None
         else:
             reached = first.header.etcd.revision if first.status == pb.OK else None
             if reached is None:
