@@ -49,6 +49,7 @@ from pyspark_gazette.errors import (
 )
 from pyspark_gazette.protocol import RATE_ABORT_TEXT, pb
 from pyspark_gazette.protocol.journal_names import base_journal
+from pyspark_gazette.protocol.labels import names_selector
 
 log = logging.getLogger(__name__)
 
@@ -178,11 +179,7 @@ class Appender:
     def _check_alive(self) -> None:
         """Raise ``UNAVAILABLE`` (and drop the channel) when the append's connection no longer
         answers a List of its journal within :data:`PROBE_TIMEOUT` (module docstring)."""
-        request = pb.ListRequest(
-            selector=pb.LabelSelector(
-                include=pb.LabelSet(labels=[pb.Label(name="name", value=base_journal(self.journal))])
-            )
-        )
+        request = pb.ListRequest(selector=names_selector([self.journal]))
         started = time.monotonic()
         try:
             for _ in self._conns.stub(self._endpoint).List(request, **self._conns.call_kwargs(PROBE_TIMEOUT)):

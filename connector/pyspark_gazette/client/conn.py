@@ -56,6 +56,7 @@ from pyspark_gazette.errors import (
 )
 from pyspark_gazette.protocol import pb, pb_grpc
 from pyspark_gazette.protocol.journal_names import base_journal
+from pyspark_gazette.protocol.labels import names_selector
 
 log = logging.getLogger(__name__)
 
@@ -393,7 +394,7 @@ class Connections:
         resume.revision = wanted - 1
         name = base_journal(journal)
         request = pb.ListRequest(
-            selector=pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=name)])),
+            selector=names_selector([name]),
             watch_resume=pb.Header(etcd=resume),
         )
         budget = self.config.broker_timeout

@@ -31,7 +31,7 @@ from pyspark_gazette.errors import (
 )
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.journal_names import base_journal
-from pyspark_gazette.protocol.labels import to_selector
+from pyspark_gazette.protocol.labels import names_selector, to_selector
 
 log = logging.getLogger(__name__)
 
@@ -243,28 +243,21 @@ def _is_delimiter(resp: pb.ListResponse) -> bool:
     return not resp.journals and resp.header.etcd.revision == 0
 
 
-def names_selector(journals: Iterable[str]) -> pb.LabelSelector:
-    """A selector of exactly the named journals (Gazette's ``name`` meta-label; several values of
-    one label in ``include`` select a journal having any of them)."""
-    names = sorted({base_journal(j) for j in journals})
-    return pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=n) for n in names]))
-
-
 def get_journals(conns: Connections, journals: Iterable[str]) -> dict[str, JournalInfo]:
     """The spec and route of each named journal that exists, by name, from one List (a journal
     missing from the answer does not exist, or is outside an auth token's selector)."""
-    journals = sorted({base_journal(j) for j in journals})
-    if not journals:
+    selector = names_selector(journals)
+    names = {label.value for label in selector.include.labels}
+    if not names:
         return {}
-    what = f"List of journal {journals[0]!r}" if len(journals) == 1 else f"List of {len(journals)} journals"
-    wanted = set(journals)
-    return {i.name: i for i in list_journals(conns, names_selector(journals), what=what) if i.name in wanted}
+    what = f"List of journal {next(iter(names))!r}" if len(names) == 1 else f"List of {len(names)} journals"
+    return {i.name: i for i in list_journals(conns, selector, what=what) if i.name in names}
 
 
 def get_journal(conns: Connections, journal: str) -> JournalInfo:
     """The journal's spec and route; :class:`JournalNotFoundError` when it does not exist."""
     name = base_journal(journal)
-    sel = pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=name)]))
+    sel = names_selector([name])
     for info in list_journals(conns, sel, what=f"List of journal {name!r}"):
         if info.name == name:
             return info
@@ -352,8 +345,7 @@ def _stale_revisions(conns: Connections, request: pb.ApplyRequest) -> str:
     if not expected:
         return generic
     try:
-        sel = pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name="name", value=n) for n in sorted(expected)]))
-        current = {info.name: info.mod_revision for info in list_journals(conns, sel)}
+        current = {info.name: info.mod_revision for info in list_journals(conns, names_selector(expected))}
     except GazetteError:
         return generic
     stale = [(name, rev, current.get(name, 0)) for name, rev in expected.items() if current.get(name, 0) != rev]

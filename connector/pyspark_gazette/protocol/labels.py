@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 from pyspark_gazette.errors import LabelError, SelectorError
 from pyspark_gazette.protocol._gen import protocol_pb2 as pb
+from pyspark_gazette.protocol.journal_names import base_journal
 
 MIN_NAME_LEN, MAX_NAME_LEN = 2, 64
 MAX_VALUE_LEN = 1024
@@ -297,6 +298,13 @@ def _format_side(labels: Iterable[pb.Label], *, exclude: bool) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
+def names_selector(journals: Iterable[str]) -> pb.LabelSelector:
+    """A selector of exactly the named journals (their ``;meta`` suffixes stripped), by the
+    meta-label ``name``: several values of one label in ``include`` select a journal having any."""
+    names = sorted({base_journal(j) for j in journals})
+    return pb.LabelSelector(include=pb.LabelSet(labels=[pb.Label(name=META_NAME, value=n) for n in names]))
+
+
 # Matching.
 
 

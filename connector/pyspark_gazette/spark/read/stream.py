@@ -85,7 +85,7 @@ from pyspark_gazette import testing
 from pyspark_gazette.client import JournalClient
 from pyspark_gazette.client.conn import backoff
 from pyspark_gazette.client.heads import HeadMode, HeadWatcher, concurrently, route_heads, write_head
-from pyspark_gazette.client.list_apply import iter_fragments, names_selector
+from pyspark_gazette.client.list_apply import iter_fragments
 from pyspark_gazette.client.settle import FILL_WAIT_WITHOUT_REFRESH, REFRESH_SLACK
 from pyspark_gazette.errors import (
     BrokerTimeoutError,
@@ -99,6 +99,7 @@ from pyspark_gazette.message import LINES, Framing, framing_by_name
 from pyspark_gazette.protocol import pb
 from pyspark_gazette.protocol.durations import duration_seconds
 from pyspark_gazette.protocol.journal_names import base_journal
+from pyspark_gazette.protocol.labels import names_selector
 from pyspark_gazette.spark.options import ReadOptions, check_offsets_name_read_journals
 from pyspark_gazette.spark.read.batch_scan import read_partition
 from pyspark_gazette.spark.read.committed import (
